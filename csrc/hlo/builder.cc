@@ -1,0 +1,388 @@
+#include "hlo/builder.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace torch_pjrt::hlo {
+namespace {
+
+std::string join(const Dims& d, const char* sep = ", ") {
+  std::string s;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += sep;
+    s += std::to_string(d[i]);
+  }
+  return s;
+}
+
+// `array<i64: 1, 2>` (dense array attribute).
+std::string i64_array(const Dims& d) { return d.empty() ? "array<i64>" : "array<i64: " + join(d) + ">"; }
+// `[1, 2]` (list inside a #stablehlo attribute).
+std::string list(const Dims& d) { return "[" + join(d) + "]"; }
+
+std::string name(const Value& v) { return "%" + std::to_string(v.id); }
+
+std::string types(const std::vector<Value>& vs) {
+  std::string s;
+  for (size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + vs[i].type.str();
+  return s;
+}
+
+std::string types(const std::vector<TensorType>& ts) {
+  std::string s;
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + ts[i].str();
+  return s;
+}
+
+[[noreturn]] void fail(std::string_view op, const std::string& why) {
+  throw BuildError(std::string(op) + ": " + why);
+}
+
+void check_dim(std::string_view op, int64_t d, int64_t rank) {
+  if (d < 0 || d >= rank) fail(op, "dimension " + std::to_string(d) + " out of range for rank " + std::to_string(rank));
+}
+
+}  // namespace
+
+int64_t TensorType::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string TensorType::str() const {
+  std::string s = "tensor<";
+  for (int64_t d : dims) s += std::to_string(d) + "x";
+  s += mlir_name(dtype);
+  return s + ">";
+}
+
+Dims broadcast_shapes(const Dims& a, const Dims& b) {
+  size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw BuildError("shapes [" + join(a) + "] and [" + join(b) + "] are not broadcastable");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Value Builder::parameter(const TensorType& t) {
+  Value v{next_id(), t};
+  params_.push_back(v);
+  return v;
+}
+
+void Builder::set_results(const std::vector<Value>& results) { results_ = results; }
+
+std::string Builder::module_text() const {
+  std::string s = "module @torch_pjrt {\n  func.func public @main(";
+  for (size_t i = 0; i < params_.size(); ++i) s += (i ? ", " : "") + name(params_[i]) + ": " + params_[i].type.str();
+  s += ") -> (" + types(results_) + ") {\n";
+  s += body_;
+  s += "    \"func.return\"(";
+  for (size_t i = 0; i < results_.size(); ++i) s += (i ? ", " : "") + name(results_[i]);
+  s += ") : (" + types(results_) + ") -> ()\n  }\n}\n";
+  return s;
+}
+
+std::vector<Value> Builder::op_multi(std::string_view op_name, const std::vector<Value>& operands,
+                                     const std::vector<TensorType>& result_types, std::string_view attrs,
+                                     const std::vector<std::pair<std::vector<TensorType>, RegionFn>>& regions) {
+  std::vector<Value> results;
+  for (const auto& t : result_types) results.push_back(Value{next_id(), t});
+  std::string line(indent_ + 2, ' ');
+  if (!results.empty()) {
+    for (size_t i = 0; i < results.size(); ++i) line += (i ? ", " : "") + name(results[i]);
+    line += " = ";
+  }
+  line += "\"" + std::string(op_name) + "\"(";
+  for (size_t i = 0; i < operands.size(); ++i) line += (i ? ", " : "") + name(operands[i]);
+  line += ")";
+  out() += line;
+  if (!regions.empty()) {
+    out() += " (";
+    for (size_t r = 0; r < regions.size(); ++r) {
+      if (r) out() += ", ";
+      emit_region(regions[r].first, regions[r].second);
+    }
+    out() += ")";
+  }
+  if (!attrs.empty()) out() += " {" + std::string(attrs) + "}";
+  out() += " : (" + types(operands) + ") -> ";
+  out() += results.size() == 1 ? results[0].type.str() : "(" + types(result_types) + ")";
+  out() += "\n";
+  return results;
+}
+
+void Builder::emit_region(const std::vector<TensorType>& arg_types, const RegionFn& body) {
+  std::vector<Value> args;
+  for (const auto& t : arg_types) args.push_back(Value{next_id(), t});
+  std::string text = "{\n" + std::string(indent_ + 2, ' ') + "^bb0(";
+  for (size_t i = 0; i < args.size(); ++i) text += (i ? ", " : "") + name(args[i]) + ": " + args[i].type.str();
+  text += "):\n";
+  std::string inner;
+  blocks_.push_back(&inner);
+  indent_ += 2;
+  std::vector<Value> yielded = body(*this, args);
+  op_multi("stablehlo.return", yielded, {}, {});
+  indent_ -= 2;
+  blocks_.pop_back();
+  out() += text + inner + std::string(indent_ + 2, ' ') + "}";
+}
+
+Value Builder::op(std::string_view op_name, const std::vector<Value>& operands, const TensorType& result,
+                  std::string_view attrs) {
+  return op_multi(op_name, operands, {result}, attrs)[0];
+}
+
+Value Builder::constant(double v, DType t) {
+  TensorType type{t, {}};
+  return op("stablehlo.constant", {}, type, "value = dense<" + literal(v, t) + "> : " + type.str());
+}
+
+Value Builder::full(double v, const TensorType& t) { return broadcast_in_dim(constant(v, t.dtype), t.dims, {}); }
+
+Value Builder::iota(const TensorType& t, int64_t dim) {
+  check_dim("iota", dim, t.rank());
+  return op("stablehlo.iota", {}, t, "iota_dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value Builder::convert(Value x, DType to) {
+  if (x.dtype() == to) return x;
+  if (to == DType::Bool) return compare(x, constant(0, x.dtype()), "NE");
+  return op("stablehlo.convert", {x}, TensorType{to, x.dims()});
+}
+
+Value Builder::bitcast_convert(Value x, DType to) {
+  if (byte_size(x.dtype()) != byte_size(to)) fail("bitcast_convert", "element sizes differ");
+  return op("stablehlo.bitcast_convert", {x}, TensorType{to, x.dims()});
+}
+
+Value Builder::reshape(Value x, const Dims& dims) {
+  TensorType t{x.dtype(), dims};
+  if (t.numel() != x.type.numel()) fail("reshape", "cannot reshape " + x.type.str() + " to " + t.str());
+  if (dims == x.dims()) return x;
+  return op("stablehlo.reshape", {x}, t);
+}
+
+Value Builder::transpose(Value x, const Dims& perm) {
+  if (static_cast<int64_t>(perm.size()) != x.rank()) fail("transpose", "permutation rank mismatch");
+  Dims dims;
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    check_dim("transpose", perm[i], x.rank());
+    dims.push_back(x.dims()[perm[i]]);
+    identity &= perm[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return x;
+  return op("stablehlo.transpose", {x}, TensorType{x.dtype(), dims}, "permutation = " + i64_array(perm));
+}
+
+Value Builder::broadcast_in_dim(Value x, const Dims& dims, const Dims& broadcast_dims) {
+  if (static_cast<int64_t>(broadcast_dims.size()) != x.rank()) fail("broadcast_in_dim", "broadcast_dims rank mismatch");
+  for (size_t i = 0; i < broadcast_dims.size(); ++i) {
+    check_dim("broadcast_in_dim", broadcast_dims[i], static_cast<int64_t>(dims.size()));
+    int64_t in = x.dims()[i], outd = dims[broadcast_dims[i]];
+    if (in != 1 && in != outd) fail("broadcast_in_dim", "cannot broadcast " + x.type.str() + " to [" + join(dims) + "]");
+  }
+  if (dims == x.dims()) {
+    bool identity = true;
+    for (size_t i = 0; i < broadcast_dims.size(); ++i) identity &= broadcast_dims[i] == static_cast<int64_t>(i);
+    if (identity) return x;
+  }
+  return op("stablehlo.broadcast_in_dim", {x}, TensorType{x.dtype(), dims},
+            "broadcast_dimensions = " + i64_array(broadcast_dims));
+}
+
+Value Builder::broadcast_to(Value x, const Dims& dims) {
+  if (x.dims() == dims) return x;
+  int64_t lead = static_cast<int64_t>(dims.size()) - x.rank();
+  if (lead < 0) fail("broadcast_to", "cannot broadcast " + x.type.str() + " to [" + join(dims) + "]");
+  Dims bd;
+  for (int64_t i = 0; i < x.rank(); ++i) bd.push_back(lead + i);
+  return broadcast_in_dim(x, dims, bd);
+}
+
+Value Builder::slice(Value x, const Dims& start, const Dims& limit, const Dims& strides) {
+  Dims dims;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (start[i] < 0 || limit[i] > x.dims()[i] || start[i] > limit[i] || strides[i] < 1) fail("slice", "bad bounds");
+    dims.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
+  }
+  if (dims == x.dims()) return x;
+  return op("stablehlo.slice", {x}, TensorType{x.dtype(), dims},
+            "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
+                ", strides = " + i64_array(strides));
+}
+
+Value Builder::pad(Value x, Value pad_value, const Dims& low, const Dims& high, const Dims& interior) {
+  Dims dims;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    int64_t d = x.dims()[i];
+    dims.push_back(low[i] + high[i] + d + std::max<int64_t>(d - 1, 0) * interior[i]);
+  }
+  return op("stablehlo.pad", {x, pad_value}, TensorType{x.dtype(), dims},
+            "edge_padding_low = " + i64_array(low) + ", edge_padding_high = " + i64_array(high) +
+                ", interior_padding = " + i64_array(interior));
+}
+
+Value Builder::concatenate(const std::vector<Value>& xs, int64_t dim) {
+  if (xs.empty()) fail("concatenate", "no inputs");
+  if (xs.size() == 1) return xs[0];
+  Dims dims = xs[0].dims();
+  check_dim("concatenate", dim, xs[0].rank());
+  dims[dim] = 0;
+  for (const auto& x : xs) {
+    if (x.rank() != xs[0].rank() || x.dtype() != xs[0].dtype()) fail("concatenate", "operands differ in rank or dtype");
+    dims[dim] += x.dims()[dim];
+  }
+  return op("stablehlo.concatenate", xs, TensorType{xs[0].dtype(), dims}, "dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value Builder::dynamic_slice(Value x, const std::vector<Value>& starts, const Dims& sizes) {
+  std::vector<Value> operands{x};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return op("stablehlo.dynamic_slice", operands, TensorType{x.dtype(), sizes}, "slice_sizes = " + i64_array(sizes));
+}
+
+Value Builder::dynamic_update_slice(Value x, Value update, const std::vector<Value>& starts) {
+  std::vector<Value> operands{x, update};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return op("stablehlo.dynamic_update_slice", operands, x.type);
+}
+
+Value Builder::unary(std::string_view op_name, Value x) { return op(op_name, {x}, x.type); }
+
+Value Builder::binary(std::string_view op_name, Value a, Value b) {
+  if (a.dtype() != b.dtype())
+    fail(op_name, "operand dtypes differ: " + a.type.str() + " vs " + b.type.str());
+  Dims dims = broadcast_shapes(a.dims(), b.dims());
+  a = broadcast_to(a, dims);
+  b = broadcast_to(b, dims);
+  return op(op_name, {a, b}, TensorType{a.dtype(), dims});
+}
+
+Value Builder::compare(Value a, Value b, std::string_view direction) {
+  if (a.dtype() != b.dtype()) fail("compare", "operand dtypes differ: " + a.type.str() + " vs " + b.type.str());
+  Dims dims = broadcast_shapes(a.dims(), b.dims());
+  a = broadcast_to(a, dims);
+  b = broadcast_to(b, dims);
+  return op("stablehlo.compare", {a, b}, TensorType{DType::Bool, dims},
+            "comparison_direction = #stablehlo<comparison_direction " + std::string(direction) + ">");
+}
+
+Value Builder::select(Value pred, Value on_true, Value on_false) {
+  if (on_true.dtype() != on_false.dtype()) fail("select", "branch dtypes differ");
+  Dims dims = broadcast_shapes(broadcast_shapes(pred.dims(), on_true.dims()), on_false.dims());
+  return op("stablehlo.select",
+            {broadcast_to(convert(pred, DType::Bool), dims), broadcast_to(on_true, dims), broadcast_to(on_false, dims)},
+            TensorType{on_true.dtype(), dims});
+}
+
+Value Builder::clamp(Value lo, Value x, Value hi) { return min(max(x, lo), hi); }
+
+Value Builder::reduce(Value x, Value init, const Dims& dims, std::string_view combiner) {
+  std::string comb(combiner);
+  return reduce_multi({x}, {init}, dims, [comb](Builder& b, const std::vector<Value>& args) {
+    return std::vector<Value>{b.op(comb, {args[0], args[1]}, args[0].type)};
+  })[0];
+}
+
+std::vector<Value> Builder::reduce_multi(const std::vector<Value>& xs, const std::vector<Value>& inits,
+                                         const Dims& dims, const RegionFn& body) {
+  Dims kept;
+  for (int64_t i = 0; i < xs[0].rank(); ++i)
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) kept.push_back(xs[0].dims()[i]);
+  for (int64_t d : dims) check_dim("reduce", d, xs[0].rank());
+  Dims sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<TensorType> results, region_args;
+  for (const auto& x : xs) results.push_back(TensorType{x.dtype(), kept});
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& x : xs) region_args.push_back(TensorType{x.dtype(), {}});
+  std::vector<Value> operands = xs;
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  return op_multi("stablehlo.reduce", operands, results, "dimensions = " + i64_array(sorted), {{region_args, body}});
+}
+
+Value Builder::dot_general(Value a, Value b, const Dims& lb, const Dims& rb, const Dims& lc, const Dims& rc,
+                           DType result) {
+  if (lb.size() != rb.size() || lc.size() != rc.size()) fail("dot_general", "dimension lists differ in length");
+  Dims dims;
+  for (int64_t d : lb) dims.push_back(a.dims()[d]);
+  for (size_t i = 0; i < lc.size(); ++i)
+    if (a.dims()[lc[i]] != b.dims()[rc[i]])
+      fail("dot_general", "contracting dimensions differ: " + a.type.str() + " and " + b.type.str());
+  for (int64_t i = 0; i < a.rank(); ++i)
+    if (std::find(lb.begin(), lb.end(), i) == lb.end() && std::find(lc.begin(), lc.end(), i) == lc.end())
+      dims.push_back(a.dims()[i]);
+  for (int64_t i = 0; i < b.rank(); ++i)
+    if (std::find(rb.begin(), rb.end(), i) == rb.end() && std::find(rc.begin(), rc.end(), i) == rc.end())
+      dims.push_back(b.dims()[i]);
+  std::string nums = "dot_dimension_numbers = #stablehlo.dot<";
+  std::vector<std::string> parts;
+  if (!lb.empty()) parts.push_back("lhs_batching_dimensions = " + list(lb));
+  if (!rb.empty()) parts.push_back("rhs_batching_dimensions = " + list(rb));
+  parts.push_back("lhs_contracting_dimensions = " + list(lc));
+  parts.push_back("rhs_contracting_dimensions = " + list(rc));
+  for (size_t i = 0; i < parts.size(); ++i) nums += (i ? ", " : "") + parts[i];
+  nums += ">";
+  return op("stablehlo.dot_general", {a, b}, TensorType{result, dims}, nums);
+}
+
+Value Builder::gather(Value x, Value index, const Dims& offset_dims, const Dims& collapsed_slice_dims,
+                      const Dims& start_index_map, const Dims& slice_sizes, const Dims& result_dims) {
+  std::string attrs = "dimension_numbers = #stablehlo.gather<offset_dims = " + list(offset_dims) +
+                      ", collapsed_slice_dims = " + list(collapsed_slice_dims) +
+                      ", start_index_map = " + list(start_index_map) +
+                      ", index_vector_dim = " + std::to_string(index.rank() - 1) +
+                      ">, indices_are_sorted = false, slice_sizes = " + i64_array(slice_sizes);
+  return op("stablehlo.gather", {x, index}, TensorType{x.dtype(), result_dims}, attrs);
+}
+
+Value Builder::take_along(Value x, Value index, int64_t dim) {
+  check_dim("take_along", dim, x.rank());
+  Value idx = reshape(index, [&] {
+    Dims d = index.dims();
+    d.push_back(1);
+    return d;
+  }());
+  Dims slice_sizes = x.dims(), offset_dims, result;
+  slice_sizes[dim] = 1;
+  for (int64_t i = 0; i < dim; ++i) result.push_back(x.dims()[i]);
+  for (int64_t d : index.dims()) result.push_back(d);
+  for (int64_t i = dim + 1; i < x.rank(); ++i) result.push_back(x.dims()[i]);
+  // Offset dims are the kept dims of x, placed around the index dims.
+  for (int64_t i = 0; i < dim; ++i) offset_dims.push_back(i);
+  for (int64_t i = dim + 1; i < x.rank(); ++i) offset_dims.push_back(i - 1 + index.rank());
+  return gather(x, idx, offset_dims, {dim}, {dim}, slice_sizes, result);
+}
+
+Value Builder::scatter(Value x, Value index, Value updates, const Dims& update_window_dims,
+                       const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand_dims,
+                       std::string_view combiner) {
+  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " +
+                      list(update_window_dims) + ", inserted_window_dims = " + list(inserted_window_dims) +
+                      ", scatter_dims_to_operand_dims = " + list(scatter_dims_to_operand_dims) +
+                      ", index_vector_dim = " + std::to_string(index.rank() - 1) +
+                      ">, indices_are_sorted = false, unique_indices = false";
+  std::string comb(combiner);
+  TensorType scalar{x.dtype(), {}};
+  return op_multi("stablehlo.scatter", {x, index, updates}, {x.type}, attrs,
+                  {{{scalar, scalar}, [comb](Builder& b, const std::vector<Value>& args) {
+                      if (comb.empty()) return std::vector<Value>{args[1]};
+                      return std::vector<Value>{b.op(comb, {args[0], args[1]}, args[0].type)};
+                    }}})[0];
+}
+
+std::pair<Value, Value> Builder::rng_bit_generator(Value state, const TensorType& out_type) {
+  auto r = op_multi("stablehlo.rng_bit_generator", {state}, {state.type, out_type},
+                    "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>");
+  return {r[0], r[1]};
+}
+
+}  // namespace torch_pjrt::hlo

@@ -1,0 +1,122 @@
+#include "hlo/dtype.h"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <stdexcept>
+
+namespace torch_pjrt::hlo {
+namespace {
+
+struct Info {
+  std::string_view mlir;
+  std::string_view name;
+  int64_t bytes;
+  Category category;
+  bool is_unsigned;
+  int pjrt;  // PJRT_Buffer_Type
+};
+
+// Order matches enum DType.
+constexpr std::array<Info, kNumDTypes> kInfo = {{
+    {"i1", "bool", 1, Category::Bool, true, 1},
+    {"ui8", "uint8", 1, Category::Integral, true, 6},
+    {"i8", "int8", 1, Category::Integral, false, 2},
+    {"i16", "int16", 2, Category::Integral, false, 3},
+    {"i32", "int32", 4, Category::Integral, false, 4},
+    {"i64", "int64", 8, Category::Integral, false, 5},
+    {"f16", "float16", 2, Category::Floating, false, 10},
+    {"bf16", "bfloat16", 2, Category::Floating, false, 13},
+    {"f32", "float32", 4, Category::Floating, false, 11},
+    {"f64", "float64", 8, Category::Floating, false, 12},
+    {"ui32", "uint32", 4, Category::Integral, true, 8},
+    {"ui64", "uint64", 8, Category::Integral, true, 9},
+}};
+
+const Info& info(DType t) { return kInfo[static_cast<int>(t)]; }
+
+}  // namespace
+
+std::string_view mlir_name(DType t) { return info(t).mlir; }
+std::string_view dtype_name(DType t) { return info(t).name; }
+int64_t byte_size(DType t) { return info(t).bytes; }
+Category category(DType t) { return info(t).category; }
+bool is_unsigned(DType t) { return info(t).is_unsigned; }
+int pjrt_code(DType t) { return info(t).pjrt; }
+
+std::string literal(double v, DType t) {
+  char buf[64];
+  if (category(t) == Category::Bool) return v != 0 ? "true" : "false";
+  if (category(t) == Category::Integral) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    return buf;
+  }
+  if (std::isfinite(v)) {
+    std::snprintf(buf, sizeof buf, "%.17e", v);
+    return buf;
+  }
+  // Non-finite floats are spelled as hex bit patterns of the element width.
+  bool neg = std::signbit(v);
+  const char* bits = "";
+  switch (byte_size(t) * 8 + (t == DType::BF16 ? 1 : 0)) {
+    case 16: bits = std::isnan(v) ? "0x7E00" : (neg ? "0xFC00" : "0x7C00"); break;
+    case 17: bits = std::isnan(v) ? "0x7FC0" : (neg ? "0xFF80" : "0x7F80"); break;
+    case 32: bits = std::isnan(v) ? "0x7FC00000" : (neg ? "0xFF800000" : "0x7F800000"); break;
+    default: bits = std::isnan(v) ? "0x7FF8000000000000" : (neg ? "0xFFF0000000000000" : "0x7FF0000000000000");
+  }
+  return bits;
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  Category ca = category(a), cb = category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == Category::Floating) {
+    // f16 and bf16 meet at f32; otherwise the wider wins.
+    if ((a == DType::F16 && b == DType::BF16) || (a == DType::BF16 && b == DType::F16)) return DType::F32;
+    return byte_size(a) >= byte_size(b) ? a : b;
+  }
+  // Integral: uint8 with a signed type needs the next wider signed type.
+  if (is_unsigned(a) != is_unsigned(b)) {
+    DType u = is_unsigned(a) ? a : b, s = is_unsigned(a) ? b : a;
+    if (byte_size(s) > byte_size(u)) return s;
+    if (u == DType::U8) return DType::I16;
+    return DType::I64;
+  }
+  return byte_size(a) >= byte_size(b) ? a : b;
+}
+
+bool can_cast(DType from, DType to) {
+  return category(from) <= category(to);
+}
+
+void ResultType::add(DType t, Kind kind) {
+  int k = static_cast<int>(kind);
+  if (kind == Kind::Wrapped) {
+    // A Python float takes the default dtype; a Python int is int64.
+    if (is_floating(t)) t = default_float_;
+    else if (is_integral(t)) t = DType::I64;
+  }
+  acc_[k] = has_[k] ? promote_types(acc_[k], t) : t;
+  has_[k] = true;
+}
+
+DType ResultType::result() const {
+  // A lower-priority operand only matters when its category is higher.
+  DType out = DType::Bool;
+  bool have = false;
+  for (int k = 0; k < 3; ++k) {
+    if (!has_[k]) continue;
+    if (!have) {
+      out = acc_[k];
+      have = true;
+    } else if (category(acc_[k]) > category(out)) {
+      out = promote_types(out, acc_[k]);
+    }
+  }
+  if (!have) throw std::invalid_argument("result_type needs at least one operand");
+  return out;
+}
+
+}  // namespace torch_pjrt::hlo

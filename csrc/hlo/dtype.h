@@ -1,0 +1,69 @@
+// The one dtype module of the torch-free core.
+//
+// Every fact about an element type lives in one table in dtype.cc: its
+// StableHLO spelling, its byte size, its category for type promotion and its
+// PJRT buffer-type code. Lowerings never switch on a dtype; they ask here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace torch_pjrt::hlo {
+
+enum class DType : uint8_t {
+  Bool,
+  U8,
+  I8,
+  I16,
+  I32,
+  I64,
+  F16,
+  BF16,
+  F32,
+  F64,
+  U32,  // internal only (RNG bits); never a torch dtype
+  U64,  // internal only (RNG state)
+};
+constexpr int kNumDTypes = 12;
+
+// How PyTorch ranks dtypes when it promotes mixed operands.
+enum class Category : uint8_t { Bool = 0, Integral = 1, Floating = 2 };
+
+// The StableHLO element type, e.g. "f32", "i1", "ui8".
+std::string_view mlir_name(DType t);
+// Short stable name used in error messages and metrics, e.g. "float32".
+std::string_view dtype_name(DType t);
+int64_t byte_size(DType t);
+Category category(DType t);
+inline bool is_floating(DType t) { return category(t) == Category::Floating; }
+inline bool is_integral(DType t) { return category(t) == Category::Integral; }
+bool is_unsigned(DType t);
+// The PJRT_Buffer_Type code of this dtype (see runtime/pjrt_types.cc).
+int pjrt_code(DType t);
+// `v` spelled as a StableHLO dense literal of element type `t` ("true",
+// "-3", "2.5e+00", or a hex bit pattern for inf and nan).
+std::string literal(double v, DType t);
+
+// torch.promote_types for two dtypes.
+DType promote_types(DType a, DType b);
+// torch.can_cast: may an operation whose result is `from` write into `to`?
+bool can_cast(DType from, DType to);
+
+// PyTorch's type promotion over operands of three priorities: tensors with
+// dimensions, zero-dim tensors, and wrapped Python numbers. Feed every operand
+// with add(); result() gives torch.result_type.
+class ResultType {
+ public:
+  enum class Kind { Dimensioned, ZeroDim, Wrapped };
+  explicit ResultType(DType default_float = DType::F32) : default_float_(default_float) {}
+  void add(DType t, Kind kind);
+  DType result() const;
+
+ private:
+  DType default_float_;
+  bool has_[3] = {false, false, false};
+  DType acc_[3] = {DType::Bool, DType::Bool, DType::Bool};
+};
+
+}  // namespace torch_pjrt::hlo

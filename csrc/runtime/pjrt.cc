@@ -1,0 +1,301 @@
+#include "runtime/pjrt.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "pjrt_c_api.h"
+
+namespace torch_pjrt::runtime {
+namespace {
+
+static_assert(PJRT_Buffer_Type_PRED == 1 && PJRT_Buffer_Type_F32 == 11 && PJRT_Buffer_Type_BF16 == 13 &&
+                  PJRT_Buffer_Type_U8 == 6 && PJRT_Buffer_Type_S64 == 5 && PJRT_Buffer_Type_U64 == 9,
+              "hlo/dtype.cc pjrt codes must match pjrt_c_api.h");
+
+template <typename T>
+T args_of() {
+  T a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof(T);
+  return a;
+}
+
+// The one place where a PJRT_Error becomes a C++ exception.
+void check(const PJRT_Api* api, PJRT_Error* err, std::string_view what) {
+  if (!err) return;
+  auto msg = args_of<PJRT_Error_Message_Args>();
+  msg.error = err;
+  api->PJRT_Error_Message(&msg);
+  auto code = args_of<PJRT_Error_GetCode_Args>();
+  code.error = err;
+  api->PJRT_Error_GetCode(&code);
+  std::string text = std::string(what) + ": " + std::string(msg.message, msg.message_size);
+  auto destroy = args_of<PJRT_Error_Destroy_Args>();
+  destroy.error = err;
+  api->PJRT_Error_Destroy(&destroy);
+  throw Error(static_cast<int>(code.code), text);
+}
+
+// Minimal protobuf writer for the few fields of CompileOptionsProto we set.
+void varint(std::string& s, uint64_t v) {
+  while (v >= 0x80) {
+    s.push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  s.push_back(static_cast<char>(v));
+}
+void field_varint(std::string& s, int field, uint64_t v) {
+  varint(s, static_cast<uint64_t>(field) << 3);
+  varint(s, v);
+}
+void field_bytes(std::string& s, int field, const std::string& bytes) {
+  varint(s, (static_cast<uint64_t>(field) << 3) | 2);
+  varint(s, bytes.size());
+  s += bytes;
+}
+
+}  // namespace
+
+std::string compile_options_proto(int device_id) {
+  std::string computation_device;  // DeviceAssignmentProto.ComputationDevice
+  field_varint(computation_device, 1, device_id);
+  std::string assignment;  // DeviceAssignmentProto
+  field_varint(assignment, 1, 1);
+  field_varint(assignment, 2, 1);
+  field_bytes(assignment, 3, computation_device);
+  std::string build;  // ExecutableBuildOptionsProto
+  field_varint(build, 4, 1);  // num_replicas
+  field_varint(build, 5, 1);  // num_partitions
+  field_bytes(build, 9, assignment);
+  std::string options;  // CompileOptionsProto
+  field_bytes(options, 3, build);
+  return options;
+}
+
+// ---------------------------------------------------------------- Plugin
+
+std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw Error(-1, "cannot load PJRT plugin '" + path + "': " + dlerror());
+  using GetApi = const PJRT_Api* (*)();
+  auto get = reinterpret_cast<GetApi>(dlsym(handle, "GetPjrtApi"));
+  if (!get) {
+    dlclose(handle);
+    throw Error(-1, "'" + path + "' is not a PJRT plugin (no GetPjrtApi symbol)");
+  }
+  const PJRT_Api* api = get();
+  if (!api || api->pjrt_api_version.major_version != PJRT_API_MAJOR) {
+    dlclose(handle);
+    throw Error(-1, "PJRT plugin '" + path + "' implements C API major version " +
+                        std::to_string(api ? api->pjrt_api_version.major_version : -1) + ", expected " +
+                        std::to_string(PJRT_API_MAJOR));
+  }
+  auto init = args_of<PJRT_Plugin_Initialize_Args>();
+  check(api, api->PJRT_Plugin_Initialize(&init), "PJRT_Plugin_Initialize");
+  std::shared_ptr<Plugin> p(new Plugin());
+  p->handle_ = handle;
+  p->api_ = api;
+  p->path_ = path;
+  return p;
+}
+
+// The plugin stays loaded for the life of the process: XLA's libraries
+// register global state that must not be unmapped.
+Plugin::~Plugin() = default;
+
+std::string Plugin::api_version() const {
+  return std::to_string(api_->pjrt_api_version.major_version) + "." +
+         std::to_string(api_->pjrt_api_version.minor_version);
+}
+
+// ---------------------------------------------------------------- Event
+
+Event::~Event() {
+  if (!event_) return;
+  auto a = args_of<PJRT_Event_Destroy_Args>();
+  a.event = event_;
+  plugin_->api()->PJRT_Event_Destroy(&a);
+}
+
+void Event::wait() {
+  auto a = args_of<PJRT_Event_Await_Args>();
+  a.event = event_;
+  check(plugin_->api(), plugin_->api()->PJRT_Event_Await(&a), "PJRT_Event_Await");
+  auto e = args_of<PJRT_Event_Error_Args>();
+  e.event = event_;
+  check(plugin_->api(), plugin_->api()->PJRT_Event_Error(&e), "device computation failed");
+}
+
+// ---------------------------------------------------------------- Buffer
+
+Buffer::~Buffer() {
+  auto a = args_of<PJRT_Buffer_Destroy_Args>();
+  a.buffer = buffer_;
+  plugin_->api()->PJRT_Buffer_Destroy(&a);
+}
+
+void Buffer::to_host(void* dst, size_t nbytes) const {
+  auto a = args_of<PJRT_Buffer_ToHostBuffer_Args>();
+  a.src = buffer_;
+  a.dst = dst;
+  a.dst_size = nbytes;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_ToHostBuffer(&a), "PJRT_Buffer_ToHostBuffer");
+  Event(plugin_, a.event).wait();
+}
+
+void Buffer::wait_ready() const {
+  auto a = args_of<PJRT_Buffer_ReadyEvent_Args>();
+  a.buffer = buffer_;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_ReadyEvent(&a), "PJRT_Buffer_ReadyEvent");
+  Event(plugin_, a.event).wait();
+}
+
+int64_t Buffer::on_device_bytes() const {
+  auto a = args_of<PJRT_Buffer_OnDeviceSizeInBytes_Args>();
+  a.buffer = buffer_;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_OnDeviceSizeInBytes(&a), "PJRT_Buffer_OnDeviceSizeInBytes");
+  return static_cast<int64_t>(a.on_device_size_in_bytes);
+}
+
+// ---------------------------------------------------------------- Executable
+
+Executable::~Executable() {
+  auto a = args_of<PJRT_LoadedExecutable_Destroy_Args>();
+  a.executable = exe_;
+  plugin_->api()->PJRT_LoadedExecutable_Destroy(&a);
+}
+
+std::vector<BufferPtr> Executable::execute(const std::vector<PJRT_Buffer*>& args) const {
+  auto options = args_of<PJRT_ExecuteOptions>();
+  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  PJRT_Buffer* const* arg_list = args.data();
+  PJRT_Buffer** out_list = outputs.data();
+  auto a = args_of<PJRT_LoadedExecutable_Execute_Args>();
+  a.executable = exe_;
+  a.options = &options;
+  a.argument_lists = &arg_list;
+  a.num_devices = 1;
+  a.num_args = args.size();
+  a.output_lists = &out_list;
+  check(plugin_->api(), plugin_->api()->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
+  std::vector<BufferPtr> result;
+  result.reserve(outputs.size());
+  for (PJRT_Buffer* b : outputs) result.push_back(std::make_shared<Buffer>(plugin_, b));
+  return result;
+}
+
+// ---------------------------------------------------------------- Client
+
+Client::Client(std::shared_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
+  const PJRT_Api* api = plugin_->api();
+  auto create = args_of<PJRT_Client_Create_Args>();
+  check(api, api->PJRT_Client_Create(&create), "PJRT_Client_Create");
+  client_ = create.client;
+
+  auto devices = args_of<PJRT_Client_AddressableDevices_Args>();
+  devices.client = client_;
+  check(api, api->PJRT_Client_AddressableDevices(&devices), "PJRT_Client_AddressableDevices");
+  devices_.assign(devices.addressable_devices, devices.addressable_devices + devices.num_addressable_devices);
+
+  auto name = args_of<PJRT_Client_PlatformName_Args>();
+  name.client = client_;
+  check(api, api->PJRT_Client_PlatformName(&name), "PJRT_Client_PlatformName");
+  platform_name_.assign(name.platform_name, name.platform_name_size);
+  auto version = args_of<PJRT_Client_PlatformVersion_Args>();
+  version.client = client_;
+  check(api, api->PJRT_Client_PlatformVersion(&version), "PJRT_Client_PlatformVersion");
+  platform_version_.assign(version.platform_version, version.platform_version_size);
+}
+
+Client::~Client() {
+  auto a = args_of<PJRT_Client_Destroy_Args>();
+  a.client = client_;
+  plugin_->api()->PJRT_Client_Destroy(&a);
+}
+
+namespace {
+PJRT_DeviceDescription* description(const PJRT_Api* api, PJRT_Device* device) {
+  auto a = args_of<PJRT_Device_GetDescription_Args>();
+  a.device = device;
+  check(api, api->PJRT_Device_GetDescription(&a), "PJRT_Device_GetDescription");
+  return a.device_description;
+}
+}  // namespace
+
+std::string Client::device_string(int device) const {
+  const PJRT_Api* api = plugin_->api();
+  auto a = args_of<PJRT_DeviceDescription_ToString_Args>();
+  a.device_description = description(api, devices_.at(device));
+  check(api, api->PJRT_DeviceDescription_ToString(&a), "PJRT_DeviceDescription_ToString");
+  return std::string(a.to_string, a.to_string_size);
+}
+
+int64_t Client::device_bytes_in_use(int device) const {
+  const PJRT_Api* api = plugin_->api();
+  auto a = args_of<PJRT_Device_MemoryStats_Args>();
+  a.device = devices_.at(device);
+  PJRT_Error* err = api->PJRT_Device_MemoryStats(&a);
+  if (err) {
+    auto d = args_of<PJRT_Error_Destroy_Args>();
+    d.error = err;
+    api->PJRT_Error_Destroy(&d);
+    return -1;  // many plugins (the CPU one included) keep no statistics
+  }
+  return a.bytes_in_use;
+}
+
+BufferPtr Client::from_host(const void* data, hlo::DType dtype, const std::vector<int64_t>& dims,
+                            int device) const {
+  const PJRT_Api* api = plugin_->api();
+  auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
+  a.client = client_;
+  a.data = data;
+  a.type = static_cast<PJRT_Buffer_Type>(hlo::pjrt_code(dtype));
+  a.dims = dims.data();
+  a.num_dims = dims.size();
+  a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  a.device = devices_.at(device);
+  check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
+  auto buffer = std::make_shared<Buffer>(plugin_, a.buffer);
+  if (a.done_with_host_buffer) Event(plugin_, a.done_with_host_buffer).wait();
+  return buffer;
+}
+
+std::unique_ptr<Executable> Client::compile(const std::string& mlir, int device) const {
+  const PJRT_Api* api = plugin_->api();
+  auto id = args_of<PJRT_DeviceDescription_Id_Args>();
+  id.device_description = description(api, devices_.at(device));
+  check(api, api->PJRT_DeviceDescription_Id(&id), "PJRT_DeviceDescription_Id");
+
+  std::string options = compile_options_proto(id.id);
+  auto program = args_of<PJRT_Program>();
+  program.code = const_cast<char*>(mlir.data());
+  program.code_size = mlir.size();
+  static const char kFormat[] = "mlir";
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+  auto a = args_of<PJRT_Client_Compile_Args>();
+  a.client = client_;
+  a.program = &program;
+  a.compile_options = options.data();
+  a.compile_options_size = options.size();
+  check(api, api->PJRT_Client_Compile(&a), "compiling StableHLO");
+
+  // From here on `exe` owns the handle, also if the output count fails.
+  auto exe = std::make_unique<Executable>(plugin_, a.executable, 0);
+  auto get = args_of<PJRT_LoadedExecutable_GetExecutable_Args>();
+  get.loaded_executable = a.executable;
+  check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
+  auto n = args_of<PJRT_Executable_NumOutputs_Args>();
+  n.executable = get.executable;
+  PJRT_Error* err = api->PJRT_Executable_NumOutputs(&n);
+  auto destroy = args_of<PJRT_Executable_Destroy_Args>();
+  destroy.executable = get.executable;
+  api->PJRT_Executable_Destroy(&destroy);
+  check(api, err, "PJRT_Executable_NumOutputs");
+  exe->num_outputs_ = static_cast<int>(n.num_outputs);
+  return exe;
+}
+
+}  // namespace torch_pjrt::runtime

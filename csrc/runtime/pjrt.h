@@ -1,0 +1,158 @@
+// PJRT runtime: one plugin, one client, its devices, buffers and executables.
+//
+// Every PJRT handle is owned by exactly one RAII object here. Errors coming
+// back from the plugin are converted into runtime::Error in exactly one place
+// (check() in pjrt.cc). Nothing in this layer knows about torch.
+//
+// Thread-safety: a Client and everything made from it may be used from any
+// thread; the PJRT C API guarantees that for clients, buffers and loaded
+// executables. The objects here add no mutable shared state of their own
+// except where a method says so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hlo/dtype.h"
+
+struct PJRT_Api;
+struct PJRT_Client;
+struct PJRT_Device;
+struct PJRT_Buffer;
+struct PJRT_Event;
+struct PJRT_LoadedExecutable;
+
+namespace torch_pjrt::runtime {
+
+// A failure reported by the plugin or by loading it. `code` is the
+// PJRT_Error_Code (or -1 for a failure before the plugin answered).
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  int code() const { return code_; }
+  bool out_of_memory() const { return code_ == 8; }  // RESOURCE_EXHAUSTED
+
+ private:
+  int code_;
+};
+
+// A loaded plugin shared library. Owns the dlopen handle; never unloaded
+// while any Client made from it is alive (Clients hold a shared_ptr).
+class Plugin {
+ public:
+  // dlopen `path`, call GetPjrtApi, check the API major version and
+  // initialise the plugin. Throws Error with a readable message on failure.
+  static std::shared_ptr<Plugin> load(const std::string& path);
+  ~Plugin();
+
+  const PJRT_Api* api() const { return api_; }
+  const std::string& path() const { return path_; }
+  // "0.81": the PJRT C API version the plugin implements.
+  std::string api_version() const;
+
+ private:
+  Plugin() = default;
+  void* handle_ = nullptr;
+  const PJRT_Api* api_ = nullptr;
+  std::string path_;
+};
+
+// Awaitable completion of an async plugin operation. Owns the PJRT_Event.
+class Event {
+ public:
+  Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event) : plugin_(std::move(plugin)), event_(event) {}
+  Event(Event&& o) noexcept : plugin_(std::move(o.plugin_)), event_(o.event_) { o.event_ = nullptr; }
+  Event(const Event&) = delete;
+  ~Event();
+  // Blocks until done; throws Error if the operation failed.
+  void wait();
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Event* event_;
+};
+
+// A device array. Owns the PJRT_Buffer; the buffer may still be being
+// computed when this object is made (PJRT is async) and is ready when
+// ready() completes. Immutable from the host's point of view.
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer) : plugin_(std::move(plugin)), buffer_(buffer) {}
+  Buffer(const Buffer&) = delete;
+  ~Buffer();
+
+  PJRT_Buffer* get() const { return buffer_; }
+  // Copies the whole buffer into `dst` (dense, row-major), blocking until the
+  // data has arrived. Throws if the computation that produced it failed.
+  void to_host(void* dst, size_t nbytes) const;
+  // Waits until the buffer's producer finished; throws its error if any.
+  void wait_ready() const;
+  int64_t on_device_bytes() const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Buffer* buffer_;
+};
+using BufferPtr = std::shared_ptr<Buffer>;
+
+// A compiled program bound to one device. Owns the PJRT_LoadedExecutable.
+class Executable {
+ public:
+  Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe, int num_outputs)
+      : plugin_(std::move(plugin)), exe_(exe), num_outputs_(num_outputs) {}
+  Executable(const Executable&) = delete;
+  ~Executable();
+
+  // Enqueues one run. Returns the output buffers at once; they become ready
+  // asynchronously. The arguments must stay alive until this returns (PJRT
+  // keeps its own references after that).
+  std::vector<BufferPtr> execute(const std::vector<PJRT_Buffer*>& args) const;
+  int num_outputs() const { return num_outputs_; }
+
+ private:
+  friend class Client;
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_LoadedExecutable* exe_;
+  int num_outputs_;
+};
+
+// One PJRT client and its addressable devices. Owns the PJRT_Client.
+class Client {
+ public:
+  explicit Client(std::shared_ptr<Plugin> plugin);
+  ~Client();
+  Client(const Client&) = delete;
+
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const std::string& platform_name() const { return platform_name_; }
+  const std::string& platform_version() const { return platform_version_; }
+  const Plugin& plugin() const { return *plugin_; }
+  // The device's description, e.g. "cpu:0 (TFRT_CPU_0)".
+  std::string device_string(int device) const;
+  // Bytes in use on the device as the plugin reports it, or -1 if unknown.
+  int64_t device_bytes_in_use(int device) const;
+
+  // Uploads dense row-major host data. The host memory may be reused as soon
+  // as this returns.
+  BufferPtr from_host(const void* data, hlo::DType dtype, const std::vector<int64_t>& dims, int device) const;
+  // Compiles StableHLO text for one device. Throws Error (with the plugin's
+  // diagnostic) if the text does not parse, verify or compile.
+  std::unique_ptr<Executable> compile(const std::string& mlir, int device) const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;
+  std::string platform_name_;
+  std::string platform_version_;
+};
+
+// The serialized xla.CompileOptionsProto for one replica, one partition, on
+// `device` (exposed for tests).
+std::string compile_options_proto(int device);
+
+}  // namespace torch_pjrt::runtime

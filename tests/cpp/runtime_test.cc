@@ -1,0 +1,60 @@
+// Compiles and runs real programs on the CPU PJRT plugin.
+#include <gtest/gtest.h>
+
+#include "hlo/builder.h"
+#include "runtime/pjrt.h"
+
+namespace torch_pjrt {
+namespace {
+
+using hlo::DType;
+
+runtime::Client& client() {
+  static runtime::Client* c = new runtime::Client(runtime::Plugin::load(TORCH_PJRT_TEST_PLUGIN));
+  return *c;
+}
+
+TEST(Runtime, AddsOnDevice) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {4}});
+  auto y = b.parameter({DType::F32, {4}});
+  b.set_results({b.add(x, y)});
+  auto exe = client().compile(b.module_text(), 0);
+  float a[4] = {1, 2, 3, 4}, c[4] = {10, 20, 30, 40}, out[4];
+  auto ba = client().from_host(a, DType::F32, {4}, 0);
+  auto bc = client().from_host(c, DType::F32, {4}, 0);
+  auto r = exe->execute({ba->get(), bc->get()});
+  ASSERT_EQ(r.size(), 1u);
+  r[0]->to_host(out, sizeof out);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], a[i] + c[i]);
+}
+
+TEST(Runtime, OffersSeveralDevicesAndRunsOnEach) {
+  ASSERT_GE(client().device_count(), 2);
+  hlo::Builder b;
+  auto x = b.parameter({DType::I64, {3}});
+  b.set_results({b.mul(x, x)});
+  auto exe = client().compile(b.module_text(), 1);
+  int64_t a[3] = {-2, 3, 5}, out[3];
+  auto r = exe->execute({client().from_host(a, DType::I64, {3}, 1)->get()});
+  r[0]->to_host(out, sizeof out);
+  EXPECT_EQ(out[0], 4);
+  EXPECT_EQ(out[2], 25);
+}
+
+TEST(Runtime, BadProgramRaisesInsteadOfAborting) {
+  EXPECT_THROW(client().compile("module { this is not mlir }", 0), runtime::Error);
+}
+
+TEST(Runtime, MissingPluginRaises) {
+  EXPECT_THROW(runtime::Plugin::load("/nonexistent.so"), runtime::Error);
+}
+
+TEST(Runtime, CompileOptionsEncodeOneReplica) {
+  // executable_build_options{num_replicas:1 num_partitions:1 device_assignment{...}}
+  std::string p = runtime::compile_options_proto(2);
+  EXPECT_EQ(p.substr(0, 6), std::string("\x1a\x0e\x20\x01\x28\x01", 6));
+}
+
+}  // namespace
+}  // namespace torch_pjrt
