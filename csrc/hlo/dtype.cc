@@ -68,6 +68,8 @@ std::string literal(double v, DType t) {
   return bits;
 }
 
+DType opmath_type(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   Category ca = category(a), cb = category(b);

@@ -45,6 +45,10 @@ int pjrt_code(DType t);
 // "-3", "2.5e+00", or a hex bit pattern for inf and nan).
 std::string literal(double v, DType t);
 
+// The dtype PyTorch computes in for `t` (float16 and bfloat16 math runs in
+// float32 and rounds once at the end); every other dtype is its own.
+DType opmath_type(DType t);
+
 // torch.promote_types for two dtypes.
 DType promote_types(DType a, DType b);
 // torch.can_cast: may an operation whose result is `from` write into `to`?

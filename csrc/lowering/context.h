@@ -1,0 +1,115 @@
+// What a lowering sees: the builder and the ATen call's arguments.
+//
+// The torch glue turns each argument of an ATen call into an Arg, in schema
+// order: tensors and runtime scalars arrive as StableHLO Values (program
+// parameters), static arguments (dims, flags, dtypes) as plain data that is
+// part of the compile key. A lowering reads them by position and returns the
+// op's results as Values. It never branches on dtype: promotion and
+// conversion go through the helpers here, which ask hlo/dtype.h.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hlo/builder.h"
+
+namespace torch_pjrt::lowering {
+
+using hlo::DType;
+using hlo::Dims;
+using hlo::TensorType;
+using hlo::Value;
+
+struct Arg {
+  enum class Kind : uint8_t { None, Tensor, TensorList, Scalar, Int, Ints, Bool, DType, String, Rng };
+  Kind kind = Kind::None;
+  Value value;                // Tensor, Scalar (rank 0: f64, i64 or i1), Rng (ui64[2] state)
+  std::vector<Value> values;  // TensorList
+  int64_t i = 0;              // Int, Bool, DType (as hlo::DType)
+  std::vector<int64_t> ints;  // Ints
+  std::string s;              // String
+
+  static Arg none() { return Arg{}; }
+  static Arg tensor(Value v) { return Arg{Kind::Tensor, v, {}, 0, {}, {}}; }
+  static Arg scalar(Value v) { return Arg{Kind::Scalar, v, {}, 0, {}, {}}; }
+  static Arg integer(int64_t i) { return Arg{Kind::Int, {}, {}, i, {}, {}}; }
+  static Arg integers(std::vector<int64_t> v) { return Arg{Kind::Ints, {}, {}, 0, std::move(v), {}}; }
+  static Arg boolean(bool b) { return Arg{Kind::Bool, {}, {}, b, {}, {}}; }
+  static Arg dtype(DType t) { return Arg{Kind::DType, {}, {}, static_cast<int64_t>(t), {}, {}}; }
+  static Arg string(std::string s) { return Arg{Kind::String, {}, {}, 0, {}, std::move(s)}; }
+  static Arg tensor_list(std::vector<Value> v) { return Arg{Kind::TensorList, {}, std::move(v), 0, {}, {}}; }
+  static Arg rng(Value state) { return Arg{Kind::Rng, state, {}, 0, {}, {}}; }
+};
+
+// Raised for arguments a lowering cannot take; the glue turns it into a
+// Python error naming the op.
+struct LoweringError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A runtime check a program makes about its inputs (for example an index out
+// of range). `failed` is a rank-0 i1 that is true when the input was bad.
+// The engine reads it at the next sync point (or at once in debug mode) and
+// raises `message` as an IndexError.
+struct Check {
+  Value failed;
+  std::string message;
+};
+
+class Context {
+ public:
+  Context(hlo::Builder& b, std::vector<Arg> args, std::string_view op) : b(b), args_(std::move(args)), op_(op) {}
+
+  hlo::Builder& b;
+
+  size_t size() const { return args_.size(); }
+  std::string_view op() const { return op_; }
+  const Arg& arg(size_t i) const;
+  bool none(size_t i) const { return i >= args_.size() || args_[i].kind == Arg::Kind::None; }
+
+  // Tensor or scalar argument as a Value (scalars are rank 0).
+  Value tensor(size_t i) const;
+  const std::vector<Value>& tensors(size_t i) const;
+  int64_t integer(size_t i) const;
+  int64_t integer_or(size_t i, int64_t fallback) const { return none(i) ? fallback : integer(i); }
+  const std::vector<int64_t>& ints(size_t i) const;
+  bool flag(size_t i) const;
+  bool flag_or(size_t i, bool fallback) const { return none(i) ? fallback : flag(i); }
+  DType dtype(size_t i) const;
+  const std::string& str(size_t i) const;
+  Value rng(size_t i) const;
+
+  // torch.result_type over the given arguments (tensors, zero-dim tensors and
+  // Python scalars each with their own priority).
+  DType result_type(std::initializer_list<size_t> idx) const;
+  // Argument i converted to dtype t.
+  Value as(size_t i, DType t) const { return b.convert(tensor(i), t); }
+  // A dim argument normalised against `rank` (negative dims wrap).
+  int64_t dim(int64_t d, int64_t rank) const;
+  Dims dims(const std::vector<int64_t>& ds, int64_t rank) const;
+
+  void check(Value failed, std::string message) { checks_.push_back({failed, std::move(message)}); }
+  const std::vector<Check>& checks() const { return checks_; }
+
+  [[noreturn]] void fail(const std::string& why) const;
+
+ private:
+  std::vector<Arg> args_;
+  std::string op_;
+  std::vector<Check> checks_;
+};
+
+using LowerFn = std::vector<Value> (*)(Context&);
+
+struct Entry {
+  const char* aten_name;  // "aten::add.Tensor": schema name and overload
+  LowerFn fn;
+};
+
+// The lowering for an ATen op, or nullptr.
+LowerFn find_lowering(std::string_view aten_name);
+// All ATen names that have a lowering.
+std::vector<std::string> lowered_ops();
+
+}  // namespace torch_pjrt::lowering

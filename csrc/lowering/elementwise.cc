@@ -1,0 +1,401 @@
+// Elementwise arithmetic, comparison, logic and unary math.
+#include <cmath>
+
+#include "lowering/families.h"
+
+namespace torch_pjrt::lowering {
+namespace {
+
+using V = std::vector<Value>;
+
+// x converted to the dtype PyTorch would compute a float function in, and
+// the dtype of the result it returns.
+struct FloatArg {
+  Value x;
+  DType out;
+};
+FloatArg float_arg(Context& cx, size_t i) {
+  Value x = cx.tensor(i);
+  DType out = float_type(x.dtype());
+  return {cx.b.convert(x, hlo::opmath_type(out)), out};
+}
+
+// Unary float function: ints promote to float32, f16/bf16 compute in f32.
+V float_unary(Context& cx, std::string_view op) {
+  auto [x, out] = float_arg(cx, 0);
+  return {cx.b.convert(cx.b.unary(op, x), out)};
+}
+
+// ---- arithmetic
+
+V add_tensor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  if (!cx.none(2)) b = cx.b.mul(b, cx.as(2, b.dtype()));
+  return {cx.b.add(a, b)};
+}
+V sub_tensor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  if (!cx.none(2)) b = cx.b.mul(b, cx.as(2, b.dtype()));
+  return {cx.b.sub(a, b)};
+}
+V rsub_tensor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  if (!cx.none(2)) a = cx.b.mul(a, cx.as(2, a.dtype()));
+  return {cx.b.sub(b, a)};
+}
+V mul_tensor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  if (a.dtype() == DType::Bool) return {cx.b.and_(a, b)};
+  return {cx.b.mul(a, b)};
+}
+
+// Python-style floor of a quotient for integers: C division truncates.
+Value int_floor_div(hlo::Builder& b, Value a, Value d) {
+  Value q = b.div(a, d);
+  Value r = b.binary("stablehlo.remainder", a, d);
+  Value zero = b.constant(0, a.dtype());
+  Value fix = b.and_(b.compare(r, zero, "NE"), b.compare(b.compare(r, zero, "LT"), b.compare(d, zero, "LT"), "NE"));
+  return b.select(fix, b.sub(q, b.constant(1, a.dtype())), q);
+}
+
+Value divide(Context& cx, const std::string& mode) {
+  DType t = cx.result_type({0, 1});
+  if (mode.empty()) t = float_type(t);
+  Value a = cx.as(0, t), b = cx.as(1, t);
+  if (!hlo::is_floating(t)) {
+    if (mode == "floor") return int_floor_div(cx.b, a, b);
+    return cx.b.div(a, b);  // trunc
+  }
+  Value q = cx.b.div(a, b);
+  if (mode == "floor") return cx.b.unary("stablehlo.floor", q);
+  if (mode == "trunc") return cx.b.mul(cx.b.unary("stablehlo.sign", q), cx.b.unary("stablehlo.floor", cx.b.abs(q)));
+  return q;
+}
+V div_tensor(Context& cx) { return {divide(cx, "")}; }
+V div_tensor_mode(Context& cx) { return {divide(cx, cx.none(2) ? "" : cx.str(2))}; }
+
+V remainder_tensor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  Value r = cx.b.binary("stablehlo.remainder", a, b);
+  Value zero = cx.b.constant(0, a.dtype());
+  Value fix = cx.b.and_(cx.b.compare(r, zero, "NE"),
+                        cx.b.compare(cx.b.compare(r, zero, "LT"), cx.b.compare(b, zero, "LT"), "NE"));
+  return {cx.b.select(fix, cx.b.add(r, b), r)};
+}
+V fmod_tensor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.binary("stablehlo.remainder", a, b)};
+}
+
+V pow_tensor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.binary("stablehlo.power", a, b)};
+}
+V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
+
+V maximum(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.max(a, b)};
+}
+V minimum(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.min(a, b)};
+}
+
+V clamp(Context& cx) {
+  Value x = cx.tensor(0);
+  DType t = cx.result_type({0, 1, 2});
+  x = cx.b.convert(x, t);
+  if (!cx.none(1)) x = cx.b.max(x, cx.as(1, t));
+  if (!cx.none(2)) x = cx.b.min(x, cx.as(2, t));
+  return {x};
+}
+V clamp_min(Context& cx) {
+  auto [x, lo] = promote(cx, 0, 1);
+  return {cx.b.max(x, lo)};
+}
+V clamp_max(Context& cx) {
+  auto [x, hi] = promote(cx, 0, 1);
+  return {cx.b.min(x, hi)};
+}
+
+V lerp(Context& cx) {
+  DType t = cx.result_type({0, 1});
+  Value a = cx.as(0, t), b = cx.as(1, t), w = cx.as(2, t);
+  return {cx.b.add(a, cx.b.mul(w, cx.b.sub(b, a)))};
+}
+V addcmul(Context& cx) {
+  DType t = cx.result_type({0, 1, 2});
+  Value v = cx.none(3) ? cx.b.constant(1, t) : cx.as(3, t);
+  return {cx.b.add(cx.as(0, t), cx.b.mul(v, cx.b.mul(cx.as(1, t), cx.as(2, t))))};
+}
+V addcdiv(Context& cx) {
+  DType t = cx.result_type({0, 1, 2});
+  Value v = cx.none(3) ? cx.b.constant(1, t) : cx.as(3, t);
+  return {cx.b.add(cx.as(0, t), cx.b.mul(v, cx.b.div(cx.as(1, t), cx.as(2, t))))};
+}
+
+// ---- unary
+
+V neg(Context& cx) { return {cx.b.neg(cx.tensor(0))}; }
+V abs(Context& cx) { return {cx.b.abs(cx.tensor(0))}; }
+V sign(Context& cx) { return {cx.b.unary("stablehlo.sign", cx.tensor(0))}; }
+V exp(Context& cx) { return float_unary(cx, "stablehlo.exponential"); }
+V expm1(Context& cx) { return float_unary(cx, "stablehlo.exponential_minus_one"); }
+V log(Context& cx) { return float_unary(cx, "stablehlo.log"); }
+V log1p(Context& cx) { return float_unary(cx, "stablehlo.log_plus_one"); }
+V sqrt(Context& cx) { return float_unary(cx, "stablehlo.sqrt"); }
+V rsqrt(Context& cx) { return float_unary(cx, "stablehlo.rsqrt"); }
+V sin(Context& cx) { return float_unary(cx, "stablehlo.sine"); }
+V cos(Context& cx) { return float_unary(cx, "stablehlo.cosine"); }
+V tan(Context& cx) { return float_unary(cx, "stablehlo.tan"); }
+V tanh(Context& cx) { return float_unary(cx, "stablehlo.tanh"); }
+V sigmoid(Context& cx) { return float_unary(cx, "stablehlo.logistic"); }
+V erf(Context& cx) { return float_unary(cx, "chlo.erf"); }
+V floor(Context& cx) { return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.floor", cx.tensor(0)) : cx.tensor(0)}; }
+V ceil(Context& cx) { return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.ceil", cx.tensor(0)) : cx.tensor(0)}; }
+V round(Context& cx) {
+  Value x = cx.tensor(0);
+  return {hlo::is_floating(x.dtype()) ? cx.b.unary("stablehlo.round_nearest_even", x) : x};
+}
+V trunc(Context& cx) {
+  Value x = cx.tensor(0);
+  if (!hlo::is_floating(x.dtype())) return {x};
+  return {cx.b.mul(cx.b.unary("stablehlo.sign", x), cx.b.unary("stablehlo.floor", cx.b.abs(x)))};
+}
+V reciprocal(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  return {cx.b.convert(cx.b.div(cx.b.constant(1, x.dtype()), x), out)};
+}
+V relu(Context& cx) {
+  Value x = cx.tensor(0);
+  return {cx.b.max(x, scalar_like(cx, 0, x))};
+}
+V silu(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  return {cx.b.convert(cx.b.mul(x, cx.b.unary("stablehlo.logistic", x)), out)};
+}
+
+// gelu(x) = x * Phi(x), exactly or with the tanh approximation.
+V gelu(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  auto& b = cx.b;
+  auto c = [&](double v) { return scalar_like(cx, v, x); };
+  Value y;
+  if (!cx.none(1) && cx.str(1) == "tanh") {
+    Value inner = b.mul(c(std::sqrt(2.0 / M_PI)), b.add(x, b.mul(c(0.044715), b.mul(x, b.mul(x, x)))));
+    y = b.mul(b.mul(c(0.5), x), b.add(c(1), b.tanh(inner)));
+  } else {
+    y = b.mul(b.mul(c(0.5), x), b.add(c(1), b.unary("chlo.erf", b.mul(x, c(M_SQRT1_2)))));
+  }
+  return {b.convert(y, out)};
+}
+
+V gelu_backward(Context& cx) {
+  DType out = cx.result_type({0, 1});
+  DType t = hlo::opmath_type(out);
+  Value g = cx.as(0, t), x = cx.as(1, t);
+  auto& b = cx.b;
+  auto c = [&](double v) { return b.constant(v, t); };
+  Value d;
+  if (!cx.none(2) && cx.str(2) == "tanh") {
+    double k = std::sqrt(2.0 / M_PI), k3 = 0.044715;
+    Value x2 = b.mul(x, x);
+    Value th = b.tanh(b.mul(c(k), b.add(x, b.mul(c(k3), b.mul(x2, x)))));
+    Value left = b.mul(c(0.5), x);
+    Value dleft = b.mul(c(0.5), b.add(c(1), th));
+    Value dinner = b.mul(c(k), b.add(c(1), b.mul(c(3 * k3), x2)));
+    d = b.add(dleft, b.mul(left, b.mul(b.sub(c(1), b.mul(th, th)), dinner)));
+  } else {
+    Value cdf = b.mul(c(0.5), b.add(c(1), b.unary("chlo.erf", b.mul(x, c(M_SQRT1_2)))));
+    Value pdf = b.mul(c(1 / std::sqrt(2 * M_PI)), b.exp(b.mul(c(-0.5), b.mul(x, x))));
+    d = b.add(cdf, b.mul(x, pdf));
+  }
+  return {b.convert(b.mul(g, d), out)};
+}
+
+V silu_backward(Context& cx) {
+  DType out = cx.result_type({0, 1});
+  DType t = hlo::opmath_type(out);
+  Value g = cx.as(0, t), x = cx.as(1, t);
+  auto& b = cx.b;
+  Value s = b.unary("stablehlo.logistic", x);
+  Value one = b.constant(1, t);
+  return {b.convert(b.mul(g, b.mul(s, b.add(one, b.mul(x, b.sub(one, s))))), out)};
+}
+V sigmoid_backward(Context& cx) {
+  auto [g, y] = promote(cx, 0, 1);
+  return {cx.b.mul(g, cx.b.mul(y, cx.b.sub(scalar_like(cx, 1, y), y)))};
+}
+V tanh_backward(Context& cx) {
+  auto [g, y] = promote(cx, 0, 1);
+  return {cx.b.mul(g, cx.b.sub(scalar_like(cx, 1, y), cx.b.mul(y, y)))};
+}
+V threshold_backward(Context& cx) {
+  auto [g, x] = promote(cx, 0, 1);
+  Value th = cx.as(2, x.dtype());
+  return {cx.b.select(cx.b.compare(x, th, "LE"), scalar_like(cx, 0, g), g)};
+}
+
+// ---- comparison and logic
+
+V compare(Context& cx, std::string_view dir) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.compare(a, b, dir)};
+}
+V eq(Context& cx) { return compare(cx, "EQ"); }
+V ne(Context& cx) { return compare(cx, "NE"); }
+V lt(Context& cx) { return compare(cx, "LT"); }
+V le(Context& cx) { return compare(cx, "LE"); }
+V gt(Context& cx) { return compare(cx, "GT"); }
+V ge(Context& cx) { return compare(cx, "GE"); }
+
+V logical_and(Context& cx) { return {cx.b.and_(cx.as(0, DType::Bool), cx.as(1, DType::Bool))}; }
+V logical_or(Context& cx) { return {cx.b.or_(cx.as(0, DType::Bool), cx.as(1, DType::Bool))}; }
+V logical_xor(Context& cx) { return {cx.b.binary("stablehlo.xor", cx.as(0, DType::Bool), cx.as(1, DType::Bool))}; }
+V logical_not(Context& cx) { return {cx.b.not_(cx.as(0, DType::Bool))}; }
+V bitwise_and(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.and_(a, b)};
+}
+V bitwise_or(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.or_(a, b)};
+}
+V bitwise_xor(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {cx.b.binary("stablehlo.xor", a, b)};
+}
+V bitwise_not(Context& cx) { return {cx.b.not_(cx.tensor(0))}; }
+V isnan(Context& cx) {
+  Value x = cx.tensor(0);
+  return {cx.b.compare(x, x, "NE")};
+}
+
+V where(Context& cx) {
+  DType t = cx.result_type({1, 2});
+  return {cx.b.select(cx.as(0, DType::Bool), cx.as(1, t), cx.as(2, t))};
+}
+V masked_fill(Context& cx) {
+  Value x = cx.tensor(0);
+  Value mask = cx.as(1, DType::Bool);
+  Value r = cx.b.select(mask, cx.as(2, x.dtype()), x);
+  return {cx.b.broadcast_to(r, x.dims())};  // result keeps self's shape
+}
+
+// ---- fills and copies
+
+V fill(Context& cx) {
+  Value x = cx.tensor(0);
+  return {cx.b.broadcast_to(cx.as(1, x.dtype()), x.dims())};
+}
+V zero(Context& cx) {
+  Value x = cx.tensor(0);
+  return {cx.b.full(0, x.type)};
+}
+// aten::copy(self, src): src converted to self's dtype, broadcast to its shape.
+V copy(Context& cx) {
+  Value self = cx.tensor(0);
+  return {cx.b.broadcast_to(cx.as(1, self.dtype()), self.dims())};
+}
+V clone(Context& cx) { return {cx.tensor(0)}; }
+
+}  // namespace
+
+std::vector<Entry> elementwise_lowerings() {
+  return {
+      {"aten::add.Tensor", add_tensor},
+      {"aten::add.Scalar", add_tensor},
+      {"aten::sub.Tensor", sub_tensor},
+      {"aten::sub.Scalar", sub_tensor},
+      {"aten::rsub.Tensor", rsub_tensor},
+      {"aten::rsub.Scalar", rsub_tensor},
+      {"aten::mul.Tensor", mul_tensor},
+      {"aten::mul.Scalar", mul_tensor},
+      {"aten::div.Tensor", div_tensor},
+      {"aten::div.Scalar", div_tensor},
+      {"aten::div.Tensor_mode", div_tensor_mode},
+      {"aten::div.Scalar_mode", div_tensor_mode},
+      {"aten::remainder.Tensor", remainder_tensor},
+      {"aten::remainder.Scalar", remainder_tensor},
+      {"aten::fmod.Tensor", fmod_tensor},
+      {"aten::fmod.Scalar", fmod_tensor},
+      {"aten::pow.Tensor_Tensor", pow_tensor},
+      {"aten::pow.Tensor_Scalar", pow_tensor},
+      {"aten::pow.Scalar", pow_scalar_base},
+      {"aten::maximum", maximum},
+      {"aten::minimum", minimum},
+      {"aten::clamp", clamp},
+      {"aten::clamp.Tensor", clamp},
+      {"aten::clamp_min", clamp_min},
+      {"aten::clamp_min.Tensor", clamp_min},
+      {"aten::clamp_max", clamp_max},
+      {"aten::clamp_max.Tensor", clamp_max},
+      {"aten::lerp.Scalar", lerp},
+      {"aten::lerp.Tensor", lerp},
+      {"aten::addcmul", addcmul},
+      {"aten::addcdiv", addcdiv},
+      {"aten::neg", neg},
+      {"aten::abs", abs},
+      {"aten::sign", sign},
+      {"aten::exp", exp},
+      {"aten::expm1", expm1},
+      {"aten::log", log},
+      {"aten::log1p", log1p},
+      {"aten::sqrt", sqrt},
+      {"aten::rsqrt", rsqrt},
+      {"aten::sin", sin},
+      {"aten::cos", cos},
+      {"aten::tan", tan},
+      {"aten::tanh", tanh},
+      {"aten::sigmoid", sigmoid},
+      {"aten::erf", erf},
+      {"aten::floor", floor},
+      {"aten::ceil", ceil},
+      {"aten::round", round},
+      {"aten::trunc", trunc},
+      {"aten::reciprocal", reciprocal},
+      {"aten::relu", relu},
+      {"aten::silu", silu},
+      {"aten::gelu", gelu},
+      {"aten::gelu_backward", gelu_backward},
+      {"aten::silu_backward", silu_backward},
+      {"aten::sigmoid_backward", sigmoid_backward},
+      {"aten::tanh_backward", tanh_backward},
+      {"aten::threshold_backward", threshold_backward},
+      {"aten::eq.Tensor", eq},
+      {"aten::eq.Scalar", eq},
+      {"aten::ne.Tensor", ne},
+      {"aten::ne.Scalar", ne},
+      {"aten::lt.Tensor", lt},
+      {"aten::lt.Scalar", lt},
+      {"aten::le.Tensor", le},
+      {"aten::le.Scalar", le},
+      {"aten::gt.Tensor", gt},
+      {"aten::gt.Scalar", gt},
+      {"aten::ge.Tensor", ge},
+      {"aten::ge.Scalar", ge},
+      {"aten::logical_and", logical_and},
+      {"aten::logical_or", logical_or},
+      {"aten::logical_xor", logical_xor},
+      {"aten::logical_not", logical_not},
+      {"aten::bitwise_and.Tensor", bitwise_and},
+      {"aten::bitwise_and.Scalar", bitwise_and},
+      {"aten::bitwise_or.Tensor", bitwise_or},
+      {"aten::bitwise_or.Scalar", bitwise_or},
+      {"aten::bitwise_xor.Tensor", bitwise_xor},
+      {"aten::bitwise_xor.Scalar", bitwise_xor},
+      {"aten::bitwise_not", bitwise_not},
+      {"aten::isnan", isnan},
+      {"aten::where.self", where},
+      {"aten::masked_fill.Scalar", masked_fill},
+      {"aten::masked_fill.Tensor", masked_fill},
+      {"aten::fill.Scalar", fill},
+      {"aten::fill.Tensor", fill},
+      {"aten::zero", zero},
+      {"aten::copy", copy},
+      {"aten::clone", clone},
+  };
+}
+
+}  // namespace torch_pjrt::lowering

@@ -1,0 +1,25 @@
+// The lowering table is the union of these per-family tables, one file each.
+#pragma once
+
+#include <vector>
+
+#include "lowering/context.h"
+
+namespace torch_pjrt::lowering {
+
+std::vector<Entry> elementwise_lowerings();  // elementwise.cc
+std::vector<Entry> reduction_lowerings();    // reduction.cc
+std::vector<Entry> linalg_lowerings();       // linalg.cc
+std::vector<Entry> shape_lowerings();        // shape.cc
+std::vector<Entry> nn_lowerings();           // nn.cc
+std::vector<Entry> random_lowerings();       // random.cc
+
+// Shared helpers for lowerings of several families.
+// Arguments i and j promoted to their common dtype (torch.result_type).
+std::pair<Value, Value> promote(Context& cx, size_t i, size_t j);
+// dtype for ops that compute in floating point (sqrt of an int tensor is f32).
+DType float_type(DType t);
+// Rank-0 constant of x's dtype.
+inline Value scalar_like(Context& cx, double v, const Value& x) { return cx.b.constant(v, x.dtype()); }
+
+}  // namespace torch_pjrt::lowering

@@ -1,0 +1,7 @@
+#include "lowering/families.h"
+
+namespace torch_pjrt::lowering {
+
+std::vector<Entry> linalg_lowerings() { return {}; }
+
+}  // namespace torch_pjrt::lowering

@@ -1,0 +1,43 @@
+#include <string>
+#include <unordered_map>
+
+#include "lowering/families.h"
+
+namespace torch_pjrt::lowering {
+namespace {
+
+const std::unordered_map<std::string, LowerFn>& table() {
+  static const auto* t = [] {
+    auto* m = new std::unordered_map<std::string, LowerFn>();
+    for (auto family : {elementwise_lowerings, reduction_lowerings, linalg_lowerings, shape_lowerings, nn_lowerings,
+                        random_lowerings}) {
+      for (const Entry& e : family()) {
+        if (!m->emplace(e.aten_name, e.fn).second) throw std::logic_error(std::string("duplicate lowering ") + e.aten_name);
+      }
+    }
+    return m;
+  }();
+  return *t;
+}
+
+}  // namespace
+
+LowerFn find_lowering(std::string_view aten_name) {
+  auto it = table().find(std::string(aten_name));
+  return it == table().end() ? nullptr : it->second;
+}
+
+std::vector<std::string> lowered_ops() {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : table()) names.push_back(name);
+  return names;
+}
+
+std::pair<Value, Value> promote(Context& cx, size_t i, size_t j) {
+  DType t = cx.result_type({i, j});
+  return {cx.as(i, t), cx.as(j, t)};
+}
+
+DType float_type(DType t) { return hlo::is_floating(t) ? t : DType::F32; }
+
+}  // namespace torch_pjrt::lowering

@@ -1,0 +1,44 @@
+#include <gtest/gtest.h>
+#include <cmath>
+
+#include "hlo/dtype.h"
+
+namespace torch_pjrt::hlo {
+namespace {
+
+TEST(DType, PromotesLikeTorch) {
+  EXPECT_EQ(promote_types(DType::I32, DType::F16), DType::F16);
+  EXPECT_EQ(promote_types(DType::BF16, DType::F16), DType::F32);
+  EXPECT_EQ(promote_types(DType::U8, DType::I8), DType::I16);
+  EXPECT_EQ(promote_types(DType::Bool, DType::I32), DType::I32);
+  EXPECT_EQ(promote_types(DType::I64, DType::F32), DType::F32);
+}
+
+TEST(DType, ResultTypeRespectsOperandPriority) {
+  ResultType a;  // float16 tensor * python float -> float16
+  a.add(DType::F16, ResultType::Kind::Dimensioned);
+  a.add(DType::F64, ResultType::Kind::Wrapped);
+  EXPECT_EQ(a.result(), DType::F16);
+  ResultType b;  // int tensor + python float -> default float
+  b.add(DType::I32, ResultType::Kind::Dimensioned);
+  b.add(DType::F64, ResultType::Kind::Wrapped);
+  EXPECT_EQ(b.result(), DType::F32);
+  ResultType c;  // int32 tensor + zero-dim float64 -> float64
+  c.add(DType::I32, ResultType::Kind::Dimensioned);
+  c.add(DType::F64, ResultType::Kind::ZeroDim);
+  EXPECT_EQ(c.result(), DType::F64);
+  ResultType d;  // uint8 tensor + int64 zero-dim -> uint8
+  d.add(DType::U8, ResultType::Kind::Dimensioned);
+  d.add(DType::I64, ResultType::Kind::ZeroDim);
+  EXPECT_EQ(d.result(), DType::U8);
+}
+
+TEST(DType, LiteralsSpellNonFiniteAsHex) {
+  EXPECT_EQ(literal(-INFINITY, DType::F32), "0xFF800000");
+  EXPECT_EQ(literal(-INFINITY, DType::BF16), "0xFF80");
+  EXPECT_EQ(literal(3, DType::I64), "3");
+  EXPECT_EQ(literal(1, DType::Bool), "true");
+}
+
+}  // namespace
+}  // namespace torch_pjrt::hlo
