@@ -1,7 +1,187 @@
+// Matrix products: mm, bmm, mv, dot and their scaled-accumulate forms
+// (addmm, baddbmm, addbmm, addmv), all as one stablehlo.dot_general.
+//
+// Operands must share a dtype (PyTorch raises otherwise, and so do these);
+// float16 and bfloat16 multiply-accumulate in float32 (hlo::opmath_type) and
+// round once at the end.
+#include <string>
+
 #include "lowering/families.h"
 
 namespace torch_pjrt::lowering {
+namespace {
 
-std::vector<Entry> linalg_lowerings() { return {}; }
+using V = std::vector<Value>;
+
+// "2x3" for error messages.
+std::string shape_str(const Value& v) {
+  std::string s;
+  for (size_t i = 0; i < v.dims().size(); ++i) s += (i ? "x" : "") + std::to_string(v.dims()[i]);
+  return s;
+}
+// "[2, 3]" for error messages.
+std::string dims_str(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+void require_rank(Context& cx, const Value& v, int64_t rank, const std::string& what) {
+  if (v.rank() != rank)
+    cx.fail(what + " must be a " + (rank == 1 ? "vector" : rank == 2 ? "matrix" : std::to_string(rank) + "D tensor") +
+            ", got " + std::to_string(v.rank()) + "-D tensor");
+}
+
+void require_same_dtype(Context& cx, DType a, DType b, const std::string& a_name, const std::string& b_name) {
+  if (a != b)
+    cx.fail("expected " + a_name + " and " + b_name + " to have the same dtype, but got: " +
+            std::string(hlo::dtype_name(a)) + " != " + std::string(hlo::dtype_name(b)));
+}
+
+// dot_general computed in the opmath type of the operands' dtype (no-op
+// converts for f32/f64/integers); the result stays in that opmath type.
+Value product(hlo::Builder& b, Value x, Value y, const Dims& lb, const Dims& rb, const Dims& lc, const Dims& rc) {
+  DType acc = hlo::opmath_type(x.dtype());
+  return b.dot_general(b.convert(x, acc), b.convert(y, acc), lb, rb, lc, rc, acc);
+}
+
+// beta * self + alpha * prod, where `prod` is in the opmath type, self is
+// broadcast to prod's shape, and self is ignored when beta == 0 (so NaN in
+// self does not leak, as in PyTorch). beta and alpha are arguments 3 and 4.
+Value scaled_add(Context& cx, const Value& self, Value prod, DType out) {
+  auto& b = cx.b;
+  DType acc = prod.dtype();
+  Dims target = prod.dims();
+  bool ok = self.rank() <= prod.rank();
+  for (int64_t i = 0; ok && i < self.rank(); ++i) {
+    int64_t s = self.dims()[self.rank() - 1 - i], t = target[target.size() - 1 - i];
+    ok = s == t || s == 1;
+  }
+  if (!ok)
+    cx.fail("The expanded size of the tensor cannot match: target sizes: " + dims_str(target) +
+            ", tensor sizes: " + dims_str(self.dims()));
+  require_same_dtype(cx, self.dtype(), out, "self", "mat1");
+  Value beta = cx.none(3) ? b.constant(1, acc) : cx.as(3, acc);
+  Value alpha = cx.none(4) ? b.constant(1, acc) : cx.as(4, acc);
+  Value zero = b.constant(0, acc);
+  Value s = b.broadcast_to(b.convert(self, acc), target);
+  Value term = b.select(b.compare(beta, zero, "EQ"), zero, b.mul(beta, s));
+  return b.convert(b.add(term, b.mul(alpha, prod)), out);
+}
+
+// ---- matrix @ matrix
+
+// mat1 @ mat2 in the opmath type.
+Value mm_of(Context& cx, const Value& a, const Value& m, const char* a_name, const char* m_name) {
+  require_rank(cx, a, 2, a_name);
+  require_rank(cx, m, 2, m_name);
+  require_same_dtype(cx, a.dtype(), m.dtype(), "m1", "m2");
+  if (a.dims()[1] != m.dims()[0])
+    cx.fail(std::string(a_name) + " and " + m_name + " shapes cannot be multiplied (" + shape_str(a) + " and " +
+            shape_str(m) + ")");
+  return product(cx.b, a, m, {}, {}, {1}, {0});
+}
+
+// aten::mm(self, mat2)
+V mm(Context& cx) {
+  Value a = cx.tensor(0);
+  return {cx.b.convert(mm_of(cx, a, cx.tensor(1), "mat1", "mat2"), a.dtype())};
+}
+
+// aten::addmm(self, mat1, mat2, *, Scalar beta=1, Scalar alpha=1)
+V addmm(Context& cx) {
+  Value a = cx.tensor(1);
+  return {scaled_add(cx, cx.tensor(0), mm_of(cx, a, cx.tensor(2), "mat1", "mat2"), a.dtype())};
+}
+
+// ---- batched
+
+// Checks for batch1 @ batch2 of shapes [b, n, k] and [b, k, p].
+void check_bmm(Context& cx, const Value& x, const Value& y) {
+  require_rank(cx, x, 3, "batch1");
+  require_rank(cx, y, 3, "batch2");
+  require_same_dtype(cx, x.dtype(), y.dtype(), "m1", "m2");
+  if (y.dims()[0] != x.dims()[0] || y.dims()[1] != x.dims()[2])
+    cx.fail("Expected size for first two dimensions of batch2 tensor to be: [" + std::to_string(x.dims()[0]) + ", " +
+            std::to_string(x.dims()[2]) + "] but got: [" + std::to_string(y.dims()[0]) + ", " +
+            std::to_string(y.dims()[1]) + "].");
+}
+
+// aten::bmm(self, mat2)
+V bmm(Context& cx) {
+  Value x = cx.tensor(0), y = cx.tensor(1);
+  check_bmm(cx, x, y);
+  return {cx.b.convert(product(cx.b, x, y, {0}, {0}, {2}, {1}), x.dtype())};
+}
+
+// aten::baddbmm(self, batch1, batch2, *, Scalar beta=1, Scalar alpha=1)
+V baddbmm(Context& cx) {
+  Value x = cx.tensor(1), y = cx.tensor(2);
+  check_bmm(cx, x, y);
+  return {scaled_add(cx, cx.tensor(0), product(cx.b, x, y, {0}, {0}, {2}, {1}), x.dtype())};
+}
+
+// aten::addbmm(self, batch1, batch2, *, Scalar beta=1, Scalar alpha=1): the
+// batch products summed over the batch, [n, p].
+V addbmm(Context& cx) {
+  Value x = cx.tensor(1), y = cx.tensor(2);
+  check_bmm(cx, x, y);
+  return {scaled_add(cx, cx.tensor(0), product(cx.b, x, y, {}, {}, {0, 2}, {0, 1}), x.dtype())};
+}
+
+// ---- matrix @ vector, vector . vector
+
+// mat @ vec in the opmath type.
+Value mv_of(Context& cx, const Value& m, const Value& v) {
+  if (m.rank() != 2 || v.rank() != 1)
+    cx.fail("vector + matrix @ vector expected, got " + std::to_string(m.rank()) + ", " + std::to_string(v.rank()));
+  require_same_dtype(cx, m.dtype(), v.dtype(), "m1", "m2");
+  if (m.dims()[1] != v.dims()[0])
+    cx.fail("size mismatch, got mat (" + shape_str(m) + "), vec (" + shape_str(v) + ")");
+  return product(cx.b, m, v, {}, {}, {1}, {0});
+}
+
+// aten::mv(self, vec)
+V mv(Context& cx) {
+  Value m = cx.tensor(0);
+  return {cx.b.convert(mv_of(cx, m, cx.tensor(1)), m.dtype())};
+}
+
+// aten::addmv(self, mat, vec, *, Scalar beta=1, Scalar alpha=1)
+V addmv(Context& cx) {
+  Value m = cx.tensor(1);
+  return {scaled_add(cx, cx.tensor(0), mv_of(cx, m, cx.tensor(2)), m.dtype())};
+}
+
+// aten::dot(self, tensor)
+V dot(Context& cx) {
+  Value x = cx.tensor(0), y = cx.tensor(1);
+  if (x.rank() != 1 || y.rank() != 1)
+    cx.fail("1D tensors expected, but got " + std::to_string(x.rank()) + "D and " + std::to_string(y.rank()) +
+            "D tensors");
+  if (x.dtype() != y.dtype())
+    cx.fail("dot : expected both vectors to have same dtype, but found " + std::string(hlo::dtype_name(x.dtype())) +
+            " and " + std::string(hlo::dtype_name(y.dtype())));
+  if (x.dims()[0] != y.dims()[0])
+    cx.fail("inconsistent tensor size, expected tensor [" + std::to_string(x.dims()[0]) + "] and src [" +
+            std::to_string(y.dims()[0]) + "] to have the same number of elements, but got " +
+            std::to_string(x.dims()[0]) + " and " + std::to_string(y.dims()[0]) + " elements respectively");
+  return {cx.b.convert(product(cx.b, x, y, {}, {}, {0}, {0}), x.dtype())};
+}
+
+}  // namespace
+
+std::vector<Entry> linalg_lowerings() {
+  return {
+      {"aten::mm", mm},
+      {"aten::bmm", bmm},
+      {"aten::addmm", addmm},
+      {"aten::baddbmm", baddbmm},
+      {"aten::addbmm", addbmm},
+      {"aten::mv", mv},
+      {"aten::addmv", addmv},
+      {"aten::dot", dot},
+  };
+}
 
 }  // namespace torch_pjrt::lowering

@@ -1,7 +1,485 @@
+// Neural-network ops: softmax, normalisation, losses, activations and their
+// backward passes. Float16/bfloat16 compute in float32 (hlo::opmath_type) and
+// round once at the end, as PyTorch does.
+#include <algorithm>
+#include <cmath>
+
 #include "lowering/families.h"
 
 namespace torch_pjrt::lowering {
+namespace {
 
-std::vector<Entry> nn_lowerings() { return {}; }
+using V = std::vector<Value>;
+
+enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
+
+// ---- helpers
+
+// The dims of `rank` that are not in `reduced`, in order.
+Dims kept_dims(int64_t rank, const Dims& reduced) {
+  Dims kept;
+  for (int64_t i = 0; i < rank; ++i)
+    if (std::find(reduced.begin(), reduced.end(), i) == reduced.end()) kept.push_back(i);
+  return kept;
+}
+
+// A value reduced over `reduced` broadcast back to the dims `full`.
+Value unreduce(hlo::Builder& b, Value v, const Dims& full, const Dims& reduced) {
+  return b.broadcast_in_dim(v, full, kept_dims(static_cast<int64_t>(full.size()), reduced));
+}
+
+Value sum(hlo::Builder& b, Value x, const Dims& dims) {
+  if (dims.empty()) return x;
+  return b.reduce(x, b.constant(0, x.dtype()), dims, "stablehlo.add");
+}
+
+Value sum_all(hlo::Builder& b, Value x) {
+  Dims all;
+  for (int64_t i = 0; i < x.rank(); ++i) all.push_back(i);
+  return sum(b, x, all);
+}
+
+Value max_over(hlo::Builder& b, Value x, const Dims& dims) {
+  return b.reduce(x, b.constant(-INFINITY, x.dtype()), dims, "stablehlo.maximum");
+}
+
+Value any_all(hlo::Builder& b, Value pred) {
+  Dims all;
+  for (int64_t i = 0; i < pred.rank(); ++i) all.push_back(i);
+  if (all.empty()) return pred;
+  return b.reduce(pred, b.constant(0, DType::Bool), all, "stablehlo.or");
+}
+
+// Elementwise loss reduced as PyTorch's `reduction` argument says (none, mean
+// over all elements, or sum), in the compute dtype.
+Value reduce_loss(hlo::Builder& b, Value loss, int64_t reduction) {
+  if (reduction == kNone) return loss;
+  Value s = sum_all(b, loss);
+  if (reduction == kMean) s = b.div(s, b.constant(static_cast<double>(loss.type.numel()), s.dtype()));
+  return s;
+}
+
+int64_t numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+// ---- softmax
+
+// The softmax dim of x, with rank-0 inputs viewed as [1].
+struct SoftmaxIn {
+  Value x;
+  int64_t dim;
+  Dims orig;
+};
+SoftmaxIn softmax_input(Context& cx, Value x, int64_t dim_arg) {
+  int64_t d = cx.dim(dim_arg, x.rank());
+  Dims orig = x.dims();
+  if (x.rank() == 0) x = cx.b.reshape(x, {1});
+  return {x, d, orig};
+}
+
+Value softmax_impl(Context& cx, bool log) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  DType out = cx.flag(2) ? DType::F32 : float_type(in.dtype());  // half_to_float
+  auto [x, d, orig] = softmax_input(cx, b.convert(in, hlo::opmath_type(float_type(in.dtype()))), cx.integer(1));
+  Dims red{d};
+  Value shifted = b.sub(x, unreduce(b, max_over(b, x, red), x.dims(), red));
+  Value e = b.exp(shifted);
+  Value s = unreduce(b, sum(b, e, red), x.dims(), red);
+  Value y = log ? b.sub(shifted, b.log(s)) : b.div(e, s);
+  return b.convert(b.reshape(y, orig), out);
+}
+V softmax(Context& cx) { return {softmax_impl(cx, false)}; }
+V log_softmax(Context& cx) { return {softmax_impl(cx, true)}; }
+
+// _softmax_backward_data(grad_output, output, dim, input_dtype):
+//   softmax:     y * (g - sum(g * y))
+//   log_softmax: g - exp(y) * sum(g)
+Value softmax_backward_impl(Context& cx, bool log) {
+  auto& b = cx.b;
+  DType out = cx.dtype(3);
+  DType t = hlo::opmath_type(float_type(cx.result_type({0, 1})));
+  auto [g, d, orig] = softmax_input(cx, cx.as(0, t), cx.integer(2));
+  Value y = b.reshape(cx.as(1, t), g.dims());
+  Dims red{d};
+  Value r;
+  if (log) {
+    r = b.sub(g, b.mul(b.exp(y), unreduce(b, sum(b, g, red), g.dims(), red)));
+  } else {
+    r = b.mul(y, b.sub(g, unreduce(b, sum(b, b.mul(g, y), red), g.dims(), red)));
+  }
+  return b.convert(b.reshape(r, orig), out);
+}
+V softmax_backward(Context& cx) { return {softmax_backward_impl(cx, false)}; }
+V log_softmax_backward(Context& cx) { return {softmax_backward_impl(cx, true)}; }
+
+// ---- layer norm
+
+// The normalised (trailing) dims of `input` for `normalized_shape`.
+Dims layer_norm_dims(Context& cx, const Value& input, const std::vector<int64_t>& normalized_shape) {
+  int64_t k = static_cast<int64_t>(normalized_shape.size());
+  int64_t axis = input.rank() - k;
+  if (k == 0 || axis < 0 ||
+      !std::equal(normalized_shape.begin(), normalized_shape.end(), input.dims().begin() + axis))
+    cx.fail("input is not shaped [*, normalized_shape]");
+  Dims red;
+  for (int64_t i = axis; i < input.rank(); ++i) red.push_back(i);
+  return red;
+}
+
+// Shape of mean/rstd: the input's dims with the normalised ones set to 1.
+Dims stat_dims(const Value& input, const Dims& red) {
+  Dims d = input.dims();
+  for (int64_t i : red) d[i] = 1;
+  return d;
+}
+
+// dtype of layer norm's mean and rstd on CPU: the input's, or its opmath type
+// when weight/bias have another dtype (mixed precision).
+DType stat_type(Context& cx, DType in, size_t weight, size_t bias) {
+  bool mixed = (!cx.none(weight) && cx.tensor(weight).dtype() != in) || (!cx.none(bias) && cx.tensor(bias).dtype() != in);
+  return mixed ? hlo::opmath_type(in) : in;
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+V native_layer_norm(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
+  Dims red = layer_norm_dims(cx, in, cx.ints(1));
+  Value x = b.convert(in, t);
+  Value n = b.constant(static_cast<double>(numel(cx.ints(1))), t);
+  Value mean = b.div(sum(b, x, red), n);
+  Value xc = b.sub(x, unreduce(b, mean, x.dims(), red));
+  Value var = b.div(sum(b, b.mul(xc, xc), red), n);
+  Value rstd = b.rsqrt(b.add(var, cx.as(4, t)));
+  Value y = b.mul(xc, unreduce(b, rstd, x.dims(), red));
+  if (!cx.none(2)) y = b.mul(y, cx.as(2, t));
+  if (!cx.none(3)) y = b.add(y, cx.as(3, t));
+  DType st = stat_type(cx, out, 2, 3);
+  Dims sd = stat_dims(in, red);
+  return {b.convert(y, out), b.convert(b.reshape(mean, sd), st), b.convert(b.reshape(rstd, sd), st)};
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
+//   weight?, bias?, output_mask) -> (grad_input, grad_weight, grad_bias)
+V native_layer_norm_backward(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(1);
+  DType t = hlo::opmath_type(float_type(in.dtype()));
+  const auto& shape = cx.ints(2);
+  Dims red = layer_norm_dims(cx, in, shape);
+  Dims batch = kept_dims(in.rank(), red);
+  const auto& mask = cx.ints(7);
+  auto wanted = [&](size_t i) { return i >= mask.size() || mask[i] != 0; };
+  Dims sd = stat_dims(in, red);
+  Value dy = cx.as(0, t), x = b.convert(in, t);
+  Value mean = b.reshape(cx.as(3, t), sd), rstd = b.reshape(cx.as(4, t), sd);
+  Value xhat = b.mul(b.sub(x, mean), rstd);
+
+  DType wt = cx.none(5) ? in.dtype() : cx.tensor(5).dtype();
+  DType bt = cx.none(6) ? wt : cx.tensor(6).dtype();
+  TensorType param{t, Dims(shape.begin(), shape.end())};
+  Value gi, gw, gb;
+  if (wanted(0)) {
+    Value g = cx.none(5) ? dy : b.mul(dy, cx.as(5, t));
+    Value n = b.constant(static_cast<double>(numel(Dims(shape.begin(), shape.end()))), t);
+    Value a = unreduce(b, b.div(sum(b, g, red), n), x.dims(), red);
+    Value c = unreduce(b, b.div(sum(b, b.mul(g, xhat), red), n), x.dims(), red);
+    gi = b.mul(rstd, b.sub(b.sub(g, a), b.mul(xhat, c)));
+  } else {
+    gi = b.full(0, x.type);
+  }
+  gw = wanted(1) ? sum(b, b.mul(dy, xhat), batch) : b.full(0, param);
+  gb = wanted(2) ? sum(b, dy, batch) : b.full(0, param);
+  return {b.convert(gi, in.dtype()), b.convert(gw, wt), b.convert(gb, bt)};
+}
+
+// ---- batch norm (inference)
+
+// Per-channel value of shape [C] broadcast against an [N, C, ...] input.
+Value channel(hlo::Builder& b, Value v, const Dims& full) { return b.broadcast_in_dim(v, full, {1}); }
+
+// _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean,
+//   running_var, momentum, eps) -> (out, save_mean, save_rstd). As on CPU,
+// save_mean and save_rstd are empty ([0]).
+V batch_norm_no_training(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  if (in.rank() < 2) cx.fail("input must have at least 2 dims");
+  DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
+  const Dims& full = in.dims();
+  Value x = b.convert(in, t);
+  Value mean = cx.as(3, t), var = cx.as(4, t);
+  Value rstd = b.rsqrt(b.add(var, cx.as(6, t)));
+  Value y = b.mul(b.sub(x, channel(b, mean, full)), channel(b, rstd, full));
+  if (!cx.none(1)) y = b.mul(y, channel(b, cx.as(1, t), full));
+  if (!cx.none(2)) y = b.add(y, channel(b, cx.as(2, t), full));
+  DType st = stat_type(cx, out, 1, 2);
+  TensorType empty{st, {0}};
+  return {b.convert(y, out), b.full(0, empty), b.full(0, empty)};
+}
+
+// ---- nll_loss
+
+// An [N, C] / [C] / [N, C, d1, ...] input flattened to [M, C] rows, and the
+// target flattened to [M].
+struct NllRows {
+  Value x;       // [M, C] in compute dtype
+  Value target;  // [M] i64
+  Value weight;  // [M] weight of each row's target, 0 where ignored
+  Value valid;   // [M] i1: target != ignore_index
+  int64_t classes;
+};
+
+// Moves dim 1 (classes) of x last and flattens the rest: [N, C, ...] -> [M, C].
+Value classes_last(hlo::Builder& b, Value x) {
+  if (x.rank() == 1) return b.reshape(x, {1, x.dims()[0]});
+  Dims perm{0};
+  for (int64_t i = 2; i < x.rank(); ++i) perm.push_back(i);
+  perm.push_back(1);
+  Value y = b.transpose(x, perm);
+  int64_t c = x.dims()[1];
+  return b.reshape(y, {x.type.numel() / std::max<int64_t>(c, 1), c});
+}
+
+// Inverse of classes_last for an [M, C] value and the original dims.
+Value classes_back(hlo::Builder& b, Value y, const Dims& orig) {
+  if (orig.size() == 1) return b.reshape(y, orig);
+  Dims moved{orig[0]};
+  for (size_t i = 2; i < orig.size(); ++i) moved.push_back(orig[i]);
+  moved.push_back(orig[1]);
+  Value z = b.reshape(y, moved);
+  Dims perm{0, static_cast<int64_t>(orig.size()) - 1};
+  for (size_t i = 1; i + 1 < orig.size(); ++i) perm.push_back(static_cast<int64_t>(i));
+  return b.transpose(z, perm);
+}
+
+// Reads (self, target, weight?) at positions (xi, xi+1, wi) and ignore_index
+// at ii; registers the out-of-bounds check.
+NllRows nll_rows(Context& cx, size_t xi, size_t wi, size_t ii, DType t) {
+  auto& b = cx.b;
+  Value self = cx.tensor(xi);
+  Value target = cx.as(xi + 1, DType::I64);
+  if (self.rank() < 1) cx.fail("input must have at least 1 dim");
+  int64_t c = self.rank() == 1 ? self.dims()[0] : self.dims()[1];
+  Value x = classes_last(b, b.convert(self, t));
+  int64_t m = x.dims()[0];
+  if (target.type.numel() != m) cx.fail("target does not match the input's batch shape");
+  target = b.reshape(target, {m});
+  Value ignore = b.constant(static_cast<double>(cx.integer(ii)), DType::I64);
+  Value valid = b.compare(target, ignore, "NE");
+  Value zero = b.constant(0, DType::I64);
+  Value out_of_range = b.or_(b.compare(target, zero, "LT"), b.compare(target, b.constant(static_cast<double>(c), DType::I64), "GE"));
+  cx.check(any_all(b, b.and_(valid, out_of_range)), "Target is out of bounds.");
+  Value safe = b.clamp(zero, target, b.constant(static_cast<double>(std::max<int64_t>(c - 1, 0)), DType::I64));
+  Value w = cx.none(wi) ? b.full(1, {t, {m}}) : b.take_along(cx.as(wi, t), safe, 0);
+  w = b.select(valid, w, b.constant(0, t));
+  return {x, safe, w, valid, c};
+}
+
+// x[m, target[m]] for each row m of an [M, C] x.
+Value pick(hlo::Builder& b, Value x, Value target) {
+  int64_t m = x.dims()[0];
+  Value rows = b.iota({DType::I64, {m, 1}}, 0);
+  Value idx = b.concatenate({rows, b.reshape(target, {m, 1})}, 1);
+  return b.gather(x, idx, {}, {0, 1}, {0, 1}, {1, 1}, {m});
+}
+
+// nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction,
+//   ignore_index) -> (output, total_weight)
+V nll_loss_forward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  int64_t reduction = cx.integer(3);
+  NllRows r = nll_rows(cx, 0, 2, 4, t);
+  Value loss = b.select(r.valid, b.neg(b.mul(pick(b, r.x, r.target), r.weight)), b.constant(0, t));
+  if (reduction == kNone && self.rank() >= 2) {
+    return {b.convert(b.reshape(loss, cx.tensor(1).dims()), out), b.full(0, {out, {}})};
+  }
+  Value total = sum_all(b, r.weight);
+  Value s = sum_all(b, loss);
+  if (reduction == kMean) s = b.div(s, total);
+  return {b.convert(s, out), b.convert(total, out)};
+}
+
+// nll_loss_backward / nll_loss2d_backward(grad_output, self, target, weight?,
+//   reduction, ignore_index, total_weight) -> grad_input
+V nll_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  int64_t reduction = cx.integer(4);
+  NllRows r = nll_rows(cx, 1, 3, 5, t);
+  int64_t m = r.x.dims()[0];
+  Value g = cx.as(0, t);
+  if (reduction == kNone && self.rank() >= 2) {
+    g = b.reshape(g, {m});
+  } else {
+    g = b.reshape(g, {});
+    if (reduction == kMean) g = b.div(g, b.reshape(cx.as(6, t), {}));
+  }
+  Value coef = b.neg(b.mul(r.weight, g));  // [M]
+  Value cls = b.iota({DType::I64, {m, r.classes}}, 1);
+  Value hit = b.and_(b.compare(cls, b.broadcast_in_dim(r.target, {m, r.classes}, {0}), "EQ"),
+                     b.broadcast_in_dim(r.valid, {m, r.classes}, {0}));
+  Value grad = b.select(hit, b.broadcast_in_dim(coef, {m, r.classes}, {0}), b.constant(0, t));
+  return {b.convert(classes_back(b, grad, self.dims()), out)};
+}
+
+// ---- mse and binary cross entropy
+
+V mse_loss(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value d = b.sub(cx.as(0, t), cx.as(1, t));
+  return {b.convert(reduce_loss(b, b.mul(d, d), cx.integer(2)), out)};
+}
+
+// mse_loss_backward(grad_output, self, target, reduction) = norm * (self - target) * grad
+V mse_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  double norm = cx.integer(3) == kMean ? 2.0 / static_cast<double>(self.type.numel()) : 2.0;
+  Value r = b.mul(b.mul(b.constant(norm, t), b.sub(cx.as(1, t), cx.as(2, t))), cx.as(0, t));
+  return {b.convert(b.broadcast_to(r, self.dims()), out)};
+}
+
+// binary_cross_entropy(self, target, weight?, reduction):
+//   -w * (t * max(log(x), -100) + (1 - t) * max(log(1 - x), -100))
+V binary_cross_entropy(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  Value x = b.convert(self, t), y = cx.as(1, t);
+  Value one = b.constant(1, t), floor = b.constant(-100, t);
+  Value lx = b.max(b.log(x), floor), l1x = b.max(b.log(b.sub(one, x)), floor);
+  Value loss = b.neg(b.add(b.mul(y, lx), b.mul(b.sub(one, y), l1x)));
+  if (!cx.none(2)) loss = b.mul(loss, cx.as(2, t));
+  return {b.convert(reduce_loss(b, loss, cx.integer(3)), out)};
+}
+
+// binary_cross_entropy_backward(grad_output, self, target, weight?, reduction):
+//   grad * (x - t) / max((1 - x) * x, 1e-12) * w
+V binary_cross_entropy_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  Value x = b.convert(self, t), y = cx.as(2, t);
+  Value denom = b.max(b.mul(b.sub(b.constant(1, t), x), x), b.constant(1e-12, t));
+  Value r = b.mul(b.div(b.sub(x, y), denom), cx.as(0, t));
+  if (!cx.none(3)) r = b.mul(r, cx.as(3, t));
+  if (cx.integer(4) == kMean) r = b.div(r, b.constant(static_cast<double>(self.type.numel()), t));
+  return {b.convert(b.broadcast_to(r, self.dims()), out)};
+}
+
+// ---- dropout and activations
+
+// native_dropout_backward(grad_output, mask, scale) = grad * mask * scale
+V native_dropout_backward(Context& cx) {
+  auto& b = cx.b;
+  Value g = cx.tensor(0);
+  DType t = hlo::opmath_type(g.dtype());
+  Value r = b.mul(b.mul(b.convert(g, t), cx.as(1, t)), cx.as(2, t));
+  return {b.convert(r, g.dtype())};
+}
+
+// leaky_relu(self, negative_slope) = x > 0 ? x : x * slope
+V leaky_relu(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType t = hlo::opmath_type(self.dtype());
+  Value x = b.convert(self, t);
+  Value r = b.select(b.compare(x, b.constant(0, t), "GT"), x, b.mul(x, cx.as(1, t)));
+  return {b.convert(r, self.dtype())};
+}
+
+// leaky_relu_backward(grad_output, self, negative_slope, self_is_result)
+V leaky_relu_backward(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value g = cx.as(0, t), x = cx.as(1, t);
+  Value r = b.select(b.compare(x, b.constant(0, t), "GT"), g, b.mul(g, cx.as(2, t)));
+  return {b.convert(r, out)};
+}
+
+// hardtanh(self, min_val, max_val) = clamp(x, min, max)
+V hardtanh(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType t = hlo::opmath_type(self.dtype());
+  Value r = b.min(b.max(b.convert(self, t), cx.as(1, t)), cx.as(2, t));
+  return {b.convert(r, self.dtype())};
+}
+
+// hardtanh_backward(grad_output, self, min_val, max_val): grad where
+// min < x < max, else 0.
+V hardtanh_backward(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value g = cx.as(0, t), x = cx.as(1, t);
+  Value outside = b.or_(b.compare(x, cx.as(2, t), "LE"), b.compare(x, cx.as(3, t), "GE"));
+  return {b.convert(b.select(outside, b.constant(0, t), g), out)};
+}
+
+// elu(self, alpha, scale, input_scale) =
+//   x > 0 ? x * scale : (exp(x * input_scale) - 1) * alpha * scale
+V elu(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType t = hlo::opmath_type(self.dtype());
+  Value x = b.convert(self, t);
+  Value alpha = cx.as(1, t), scale = cx.as(2, t), input_scale = cx.as(3, t);
+  Value neg = b.mul(b.unary("stablehlo.exponential_minus_one", b.mul(x, input_scale)), b.mul(alpha, scale));
+  Value r = b.select(b.compare(x, b.constant(0, t), "LE"), neg, b.mul(x, scale));
+  return {b.convert(r, self.dtype())};
+}
+
+// elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
+V elu_backward(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 5}), t = hlo::opmath_type(out);
+  Value g = cx.as(0, t), v = cx.as(5, t);
+  Value alpha = cx.as(1, t), scale = cx.as(2, t), input_scale = cx.as(3, t);
+  Value negcoef = b.mul(alpha, scale);
+  Value neg = cx.flag(4) ? b.mul(b.mul(g, input_scale), b.add(v, negcoef))
+                         : b.mul(b.mul(g, b.mul(input_scale, negcoef)), b.exp(b.mul(v, input_scale)));
+  Value r = b.select(b.compare(v, b.constant(0, t), "LE"), neg, b.mul(g, scale));
+  return {b.convert(r, out)};
+}
+
+}  // namespace
+
+std::vector<Entry> nn_lowerings() {
+  return {
+      {"aten::_softmax", softmax},
+      {"aten::_log_softmax", log_softmax},
+      {"aten::_softmax_backward_data", softmax_backward},
+      {"aten::_log_softmax_backward_data", log_softmax_backward},
+      {"aten::native_layer_norm", native_layer_norm},
+      {"aten::native_layer_norm_backward", native_layer_norm_backward},
+      {"aten::_native_batch_norm_legit_no_training", batch_norm_no_training},
+      {"aten::nll_loss_forward", nll_loss_forward},
+      {"aten::nll_loss_backward", nll_loss_backward},
+      {"aten::nll_loss2d_forward", nll_loss_forward},
+      {"aten::nll_loss2d_backward", nll_loss_backward},
+      {"aten::mse_loss", mse_loss},
+      {"aten::mse_loss_backward", mse_loss_backward},
+      {"aten::binary_cross_entropy", binary_cross_entropy},
+      {"aten::binary_cross_entropy_backward", binary_cross_entropy_backward},
+      {"aten::native_dropout_backward", native_dropout_backward},
+      {"aten::leaky_relu", leaky_relu},
+      {"aten::leaky_relu_backward", leaky_relu_backward},
+      {"aten::hardtanh", hardtanh},
+      {"aten::hardtanh_backward", hardtanh_backward},
+      {"aten::elu", elu},
+      {"aten::elu_backward", elu_backward},
+  };
+}
 
 }  // namespace torch_pjrt::lowering

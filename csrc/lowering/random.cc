@@ -1,7 +1,200 @@
+// Random number ops. Every draw comes from stablehlo.rng_bit_generator on the
+// generator's ui64[2] state argument, so the numbers depend only on (state,
+// shape): the same state gives the same numbers. The glue advances the
+// generator between calls; a lowering that draws twice chains the state the
+// first draw returns.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include "lowering/families.h"
 
 namespace torch_pjrt::lowering {
+namespace {
 
-std::vector<Entry> random_lowerings() { return {}; }
+using V = std::vector<Value>;
+
+// ---- helpers
+
+// Significand bits of a float dtype: every k * 2^-digits in [0, 1) is exact
+// in it (PyTorch draws uniform floats with this many random bits).
+int float_digits(DType t) {
+  if (hlo::byte_size(t) == 8) return 53;
+  if (hlo::byte_size(t) == 4) return 24;
+  return t == DType::BF16 ? 8 : 11;
+}
+
+// An exact integer constant (no trip through double).
+Value int_constant(hlo::Builder& b, std::string digits, DType t) {
+  TensorType type{t, {}};
+  return b.op("stablehlo.constant", {}, type, "value = dense<" + digits + "> : " + type.str());
+}
+
+// Random bits of dtype `bits` (ui32 or ui64) shaped `dims`; advances `state`.
+Value random_bits(hlo::Builder& b, Value& state, const Dims& dims, DType bits) {
+  TensorType type{bits, dims};
+  int64_t n = type.numel();
+  if (n == 0) return b.full(0, type);
+  auto [next, r] = b.rng_bit_generator(state, {bits, {n}});
+  state = next;
+  return b.reshape(r, dims);
+}
+
+// Uniform floats in [0, 1) of dtype `t` (f32 or f64), each a multiple of
+// 2^-digits made from the top `digits` random bits; advances `state`.
+Value uniform01(hlo::Builder& b, Value& state, const Dims& dims, DType t, int digits) {
+  DType bits = digits > 32 ? DType::U64 : DType::U32;
+  Value r = random_bits(b, state, dims, bits);
+  int64_t width = hlo::byte_size(bits) * 8;
+  r = b.binary("stablehlo.shift_right_logical", r, b.constant(static_cast<double>(width - digits), bits));
+  return b.mul(b.convert(r, t), b.constant(std::ldexp(1.0, -digits), t));
+}
+
+// The float dtype a random op on `self` fills; integer tensors are refused.
+DType float_self(Context& cx, const Value& self) {
+  if (!hlo::is_floating(self.dtype()))
+    cx.fail(std::string("not implemented for '") + std::string(hlo::dtype_name(self.dtype())) + "'");
+  return self.dtype();
+}
+
+// ---- dropout
+
+// native_dropout(input, p, train?) + trailing rng -> (output, mask):
+// mask ~ Bernoulli(1 - p), output = input * mask / (1 - p) (0 when p == 1).
+V native_dropout(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  TensorType mask_type{DType::Bool, in.dims()};
+  if (!cx.none(2) && !cx.flag(2)) return {in, b.full(1, mask_type)};
+  DType out = float_self(cx, in), t = hlo::opmath_type(out);
+  Value state = cx.rng(3);
+  Value u = uniform01(b, state, in.dims(), t, float_digits(t));
+  Value p1m = b.sub(b.constant(1, DType::F64), cx.as(1, DType::F64));
+  Value zero = b.constant(0, DType::F64);
+  Value scale = b.select(b.compare(p1m, zero, "EQ"), zero, b.div(b.constant(1, DType::F64), p1m));
+  Value keep = b.compare(u, b.convert(p1m, t), "LT");
+  Value y = b.mul(b.mul(b.convert(in, t), b.convert(keep, t)), b.convert(scale, t));
+  return {b.convert(y, out), keep};
+}
+
+// ---- continuous distributions
+
+// uniform(self, from, to, *, generator) -> from + (to - from) * U[0, 1)
+V uniform(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  Value state = cx.rng(3);
+  Value u = uniform01(b, state, self.dims(), t, float_digits(out));
+  Value from = cx.as(1, t), to = cx.as(2, t);
+  return {b.convert(b.add(b.mul(u, b.sub(to, from)), from), out)};
+}
+
+// normal_functional(self, mean, std, *, generator) via Box-Muller:
+// mean + std * sqrt(-2 log(1 - u1)) * cos(2 pi u2).
+V normal_functional(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  Value state = cx.rng(3);
+  int digits = float_digits(t);
+  Value u1 = uniform01(b, state, self.dims(), t, digits);
+  Value u2 = uniform01(b, state, self.dims(), t, digits);
+  Value radius = b.sqrt(b.mul(b.constant(-2, t), b.unary("stablehlo.log_plus_one", b.neg(u1))));
+  Value z = b.mul(radius, b.unary("stablehlo.cosine", b.mul(b.constant(2 * M_PI, t), u2)));
+  return {b.convert(b.add(cx.as(1, t), b.mul(cx.as(2, t), z)), out)};
+}
+
+// exponential(self, lambd, *, generator) -> -log1p(-u) / lambd
+V exponential(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  Value state = cx.rng(2);
+  Value u = uniform01(b, state, self.dims(), t, float_digits(t));
+  Value y = b.div(b.neg(b.unary("stablehlo.log_plus_one", b.neg(u))), cx.as(1, t));
+  return {b.convert(y, out)};
+}
+
+// ---- Bernoulli
+
+// bernoulli.p(self, p, *, generator): 1 with probability p, in self's dtype.
+V bernoulli_p(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  Value state = cx.rng(2);
+  Value u = uniform01(b, state, self.dims(), DType::F64, 53);
+  return {b.convert(b.compare(u, cx.as(1, DType::F64), "LT"), self.dtype())};
+}
+
+// bernoulli(self, *, generator): self holds the probabilities.
+V bernoulli(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType t = hlo::opmath_type(float_type(self.dtype()));
+  Value state = cx.rng(1);
+  Value u = uniform01(b, state, self.dims(), t, float_digits(t));
+  return {b.convert(b.compare(u, b.convert(self, t), "LT"), self.dtype())};
+}
+
+// ---- integers
+
+// Uniform integers from + [0, range) in self's dtype; range 0 means 2^64.
+Value random_int(Context& cx, const Value& self, int64_t from, uint64_t range, Value state) {
+  auto& b = cx.b;
+  DType bits = range != 0 && range <= (uint64_t{1} << 32) ? DType::U32 : DType::U64;
+  Value r = random_bits(b, state, self.dims(), bits);
+  if (range != 0 && range != (uint64_t{1} << 32)) r = b.binary("stablehlo.remainder", r, int_constant(b, std::to_string(range), bits));
+  Value v = bits == DType::U32 ? b.convert(r, DType::I64) : b.bitcast_convert(r, DType::I64);
+  v = b.add(v, int_constant(b, std::to_string(from), DType::I64));
+  return b.convert(v, self.dtype());
+}
+
+// The largest value random_() draws for self's dtype when no bound is given.
+uint64_t default_to_inc(const Value& self) {
+  DType t = self.dtype();
+  if (hlo::is_floating(t)) return uint64_t{1} << float_digits(t);
+  if (hlo::category(t) == hlo::Category::Bool) return 1;
+  int bits = static_cast<int>(hlo::byte_size(t) * 8) - (hlo::is_unsigned(t) ? 0 : 1);
+  return bits == 64 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << bits) - 1;
+}
+
+// [from, to) when `to` is given, else [from, default_to_inc] as PyTorch does.
+Value random_range(Context& cx, int64_t from, bool has_to, int64_t to, Value state) {
+  Value self = cx.tensor(0);
+  uint64_t range;
+  if (has_to) {
+    if (from >= to) cx.fail("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(from) +
+                            " >= to_exclusive=" + std::to_string(to));
+    range = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+  } else {
+    range = default_to_inc(self) - static_cast<uint64_t>(from) + 1;  // wraps to 0 for the full 64-bit range
+  }
+  return random_int(cx, self, from, range, state);
+}
+
+// random.from(self, from, to?, *, generator)
+V random_from(Context& cx) { return {random_range(cx, cx.integer(1), !cx.none(2), cx.integer_or(2, 0), cx.rng(3))}; }
+// random.to(self, to, *, generator)
+V random_to(Context& cx) { return {random_range(cx, 0, true, cx.integer(1), cx.rng(2))}; }
+// random(self, *, generator)
+V random_default(Context& cx) { return {random_range(cx, 0, false, 0, cx.rng(1))}; }
+
+}  // namespace
+
+std::vector<Entry> random_lowerings() {
+  return {
+      {"aten::native_dropout", native_dropout},
+      {"aten::uniform", uniform},
+      {"aten::normal_functional", normal_functional},
+      {"aten::exponential", exponential},
+      {"aten::bernoulli.p", bernoulli_p},
+      {"aten::bernoulli", bernoulli},
+      {"aten::random.from", random_from},
+      {"aten::random.to", random_to},
+      {"aten::random", random_default},
+  };
+}
 
 }  // namespace torch_pjrt::lowering

@@ -1,7 +1,660 @@
+// Shape and indexing: concatenation, padding, flips and rolls, triangular
+// masks, repeats, gathers, scatters, advanced indexing and sorting.
+//
+// XLA's gather and dynamic-slice clamp out-of-range indices and its scatter
+// drops them; PyTorch raises. Every op that takes indices therefore also
+// computes a rank-0 i1 "some index was out of range" and hands it to
+// cx.check(), which the engine turns into an IndexError.
+#include <algorithm>
+#include <string>
+
 #include "lowering/families.h"
 
 namespace torch_pjrt::lowering {
+namespace {
 
-std::vector<Entry> shape_lowerings() { return {}; }
+using V = std::vector<Value>;
+
+std::string i64_array(const Dims& d) {
+  std::string s = "array<i64";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : ": ") + std::to_string(d[i]);
+  return s + ">";
+}
+
+Dims iota_dims(int64_t n, int64_t from = 0) {
+  Dims d;
+  for (int64_t i = 0; i < n; ++i) d.push_back(from + i);
+  return d;
+}
+
+int64_t numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+Dims with(Dims d, int64_t extra) {
+  d.push_back(extra);
+  return d;
+}
+
+// The combiner that adds (or for bool, ors) two values of dtype t.
+std::string_view add_combiner(DType t) { return t == DType::Bool ? "stablehlo.or" : "stablehlo.add"; }
+std::string_view mul_combiner(DType t) { return t == DType::Bool ? "stablehlo.and" : "stablehlo.multiply"; }
+
+// ---- index helpers
+
+// Rank-0 i1: true when any element of the i1 tensor `pred` is true.
+Value any(hlo::Builder& b, Value pred) {
+  if (pred.rank() == 0) return pred;
+  return b.reduce(pred, b.constant(0, DType::Bool), iota_dims(pred.rank()), "stablehlo.or");
+}
+
+// An index tensor as i64; bool/uint8 masks (data-dependent shapes) and floats are refused.
+Value index_arg(Context& cx, Value idx) {
+  if (idx.dtype() == DType::Bool || idx.dtype() == DType::U8)
+    cx.fail("boolean (mask) indices are data-dependent and not supported; use integer indices");
+  if (!hlo::is_integral(idx.dtype()))
+    cx.fail(std::string("tensors used as indices must be long or int tensors, got ") +
+            std::string(hlo::dtype_name(idx.dtype())));
+  return cx.b.convert(idx, DType::I64);
+}
+
+// Registers the check that every element of `idx` (i64) lies in [0, size),
+// or in [-size, size) when negative indices are allowed.
+void check_range(Context& cx, Value idx, int64_t size, int64_t dim, bool allow_negative, bool in_self_message = false) {
+  auto& b = cx.b;
+  Value lo = b.constant(allow_negative ? -size : 0, DType::I64);
+  Value hi = b.constant(size, DType::I64);
+  Value below = b.compare(idx, lo, "LT");  // sequenced: the golden text depends on the order
+  Value above = b.compare(idx, hi, "GE");
+  Value bad = any(b, b.or_(below, above));
+  std::string where = "dimension " + std::to_string(dim) + " with size " + std::to_string(size);
+  cx.check(bad, std::string(cx.op()) + (in_self_message ? ": index out of range in self (" + where + ")"
+                                                        : ": index is out of bounds for " + where));
+}
+
+// Negative indices wrapped by `size` (i64).
+Value wrap_negative(hlo::Builder& b, Value idx, int64_t size) {
+  Value zero = b.constant(0, DType::I64);
+  return b.select(b.compare(idx, zero, "LT"), b.add(idx, b.constant(size, DType::I64)), idx);
+}
+
+// Full coordinates for an element-wise gather/scatter along `dim`: shape
+// idx.dims + [rank], where coordinate `dim` is idx and every other
+// coordinate is the element's own position.
+Value along_coords(hlo::Builder& b, Value idx, int64_t dim) {
+  TensorType t{DType::I64, with(idx.dims(), 1)};
+  std::vector<Value> parts;
+  for (int64_t d = 0; d < idx.rank(); ++d) parts.push_back(d == dim ? b.reshape(idx, t.dims) : b.iota(t, d));
+  return b.concatenate(parts, idx.rank());
+}
+
+// A rank-0 tensor viewed as 1-D (gather, scatter and friends treat scalars so).
+Value at_least_1d(hlo::Builder& b, Value x) { return x.rank() == 0 ? b.reshape(x, {1}) : x; }
+
+std::string dims_str(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// ---- concatenation, padding, flips, rolls, triangles, repeats
+
+V cat(Context& cx) {
+  auto& b = cx.b;
+  const auto& all = cx.tensors(0);
+  if (all.empty()) cx.fail("expected a non-empty list of Tensors");
+  DType t = all[0].dtype();
+  for (const Value& x : all) t = hlo::promote_types(t, x.dtype());
+  // Legacy behaviour: 1-D empty tensors are skipped whatever the other shapes.
+  std::vector<Value> xs;
+  std::vector<size_t> pos;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].rank() == 1 && all[i].dims()[0] == 0) continue;
+    xs.push_back(b.convert(all[i], t));
+    pos.push_back(i);
+  }
+  if (xs.empty()) return {b.full(0, TensorType{t, {0}})};
+  if (xs[0].rank() == 0) cx.fail("zero-dimensional tensor (at position " + std::to_string(pos[0]) + ") cannot be concatenated");
+  int64_t dim = cx.dim(cx.integer_or(1, 0), xs[0].rank());
+  for (size_t i = 1; i < xs.size(); ++i) {
+    if (xs[i].rank() != xs[0].rank())
+      cx.fail("Tensors must have same number of dimensions: got " + std::to_string(xs[0].rank()) + " and " +
+              std::to_string(xs[i].rank()));
+    for (int64_t d = 0; d < xs[0].rank(); ++d)
+      if (d != dim && xs[i].dims()[d] != xs[0].dims()[d])
+        cx.fail("Sizes of tensors must match except in dimension " + std::to_string(dim) + ". Expected size " +
+                std::to_string(xs[0].dims()[d]) + " but got size " + std::to_string(xs[i].dims()[d]) +
+                " for tensor number " + std::to_string(pos[i]) + " in the list.");
+  }
+  return {b.concatenate(xs, dim)};
+}
+
+// pad = [last_lo, last_hi, second_last_lo, ...]; negative entries crop.
+V constant_pad_nd(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  const auto& pad = cx.ints(1);
+  int64_t r = x.rank();
+  if (pad.size() % 2) cx.fail("Length of pad must be even but instead it equals " + std::to_string(pad.size()));
+  if (static_cast<int64_t>(pad.size() / 2) > r)
+    cx.fail("Length of pad should be no more than twice the number of dimensions of the input. Pad length is " +
+            std::to_string(pad.size()) + " while the input has " + std::to_string(r) + " dimensions.");
+  Dims lo(r, 0), hi(r, 0);
+  for (size_t j = 0; j < pad.size() / 2; ++j) {
+    lo[r - 1 - j] = pad[2 * j];
+    hi[r - 1 - j] = pad[2 * j + 1];
+  }
+  Dims plo(r), phi(r);
+  bool any_pad = false, any_crop = false;
+  for (int64_t d = 0; d < r; ++d) {
+    if (x.dims()[d] + lo[d] + hi[d] < 0)
+      cx.fail("The input size " + std::to_string(x.dims()[d]) + ", plus negative padding " + std::to_string(lo[d]) +
+              " and " + std::to_string(hi[d]) + " resulted in a negative output size, which is invalid. Check dimension " +
+              std::to_string(d) + " of your input.");
+    plo[d] = std::max<int64_t>(lo[d], 0);
+    phi[d] = std::max<int64_t>(hi[d], 0);
+    any_pad |= plo[d] || phi[d];
+    any_crop |= lo[d] < 0 || hi[d] < 0;
+  }
+  // Pad the positive sides first, then crop the negative ones: a crop may
+  // reach into the padding of the other side.
+  if (any_pad) {
+    Value v = cx.none(2) ? b.constant(0, x.dtype()) : cx.as(2, x.dtype());
+    x = b.pad(x, v, plo, phi, Dims(r, 0));
+  }
+  if (any_crop) {
+    Dims start(r), limit(r);
+    for (int64_t d = 0; d < r; ++d) {
+      start[d] = std::max<int64_t>(-lo[d], 0);
+      limit[d] = x.dims()[d] - std::max<int64_t>(-hi[d], 0);
+    }
+    x = b.slice(x, start, limit, Dims(r, 1));
+  }
+  return {x};
+}
+
+V flip(Context& cx) {
+  Value x = cx.tensor(0);
+  Dims ds = cx.dims(cx.ints(1), x.rank());
+  std::sort(ds.begin(), ds.end());
+  if (std::adjacent_find(ds.begin(), ds.end()) != ds.end()) cx.fail("dims has duplicates, original flip dims size=" + std::to_string(ds.size()));
+  if (x.rank() == 0 || ds.empty()) return {x};
+  return {cx.b.op("stablehlo.reverse", {x}, x.type, "dimensions = " + i64_array(ds))};
+}
+
+// x rolled by `shift` along `dim`: element i moves to (i + shift) mod n.
+Value roll_dim(hlo::Builder& b, Value x, int64_t shift, int64_t dim) {
+  int64_t n = x.dims()[dim];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  Dims zero(x.rank(), 0), one(x.rank(), 1), mid_start = zero, mid_limit = x.dims();
+  mid_start[dim] = n - s;
+  mid_limit[dim] = n - s;
+  Value tail = b.slice(x, mid_start, x.dims(), one);
+  Value head = b.slice(x, zero, mid_limit, one);
+  return b.concatenate({tail, head}, dim);
+}
+
+V roll(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  const auto& shifts = cx.ints(1);
+  std::vector<int64_t> dims = cx.none(2) ? std::vector<int64_t>{} : cx.ints(2);
+  if (dims.empty()) {
+    if (shifts.size() != 1) cx.fail("shifts must be of size 1 when dims is empty, got " + std::to_string(shifts.size()));
+    Value flat = b.reshape(x, {x.type.numel()});
+    return {b.reshape(roll_dim(b, flat, shifts[0], 0), x.dims())};
+  }
+  if (shifts.size() != dims.size())
+    cx.fail("shifts and dimensions must align. shifts: " + std::to_string(shifts.size()) +
+            ", dims:" + std::to_string(dims.size()));
+  if (x.rank() == 0) return {x};
+  for (size_t i = 0; i < dims.size(); ++i) x = roll_dim(b, x, shifts[i], cx.dim(dims[i], x.rank()));
+  return {x};
+}
+
+// Keeps the elements on and below (tril) or on and above (triu) the
+// `diagonal`-th diagonal of the last two dims, zeroing the rest.
+Value triangle(Context& cx, bool lower) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  if (x.rank() < 2) cx.fail("input tensor must have at least 2 dimensions");
+  int64_t k = cx.integer_or(1, 0);
+  TensorType t{DType::I64, {x.dims()[x.rank() - 2], x.dims()[x.rank() - 1]}};
+  Value col_minus_row = b.sub(b.iota(t, 1), b.iota(t, 0));
+  Value keep = b.compare(col_minus_row, b.constant(k, DType::I64), lower ? "LE" : "GE");
+  return b.select(keep, x, scalar_like(cx, 0, x));
+}
+V tril(Context& cx) { return {triangle(cx, true)}; }
+V triu(Context& cx) { return {triangle(cx, false)}; }
+
+V repeat(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  const auto& reps = cx.ints(1);
+  int64_t n = static_cast<int64_t>(reps.size());
+  if (n < x.rank())
+    cx.fail("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
+  for (int64_t r : reps)
+    if (r < 0) cx.fail("Trying to create tensor with negative dimension " + std::to_string(r));
+  if (n == 0) return {x};
+  Dims padded(n - x.rank(), 1);
+  padded.insert(padded.end(), x.dims().begin(), x.dims().end());
+  // [r0, s0, r1, s1, ...] with x along the odd dims, then merge each pair.
+  Dims big, bdims, out;
+  for (int64_t i = 0; i < n; ++i) {
+    big.push_back(reps[i]);
+    big.push_back(padded[i]);
+    bdims.push_back(2 * i + 1);
+    out.push_back(reps[i] * padded[i]);
+  }
+  return {b.reshape(b.broadcast_in_dim(b.reshape(x, padded), big, bdims), out)};
+}
+
+// ---- index_select, gather, scatter
+
+V index_select(Context& cx) {
+  auto& b = cx.b;
+  Value self0 = cx.tensor(0);
+  Value self = at_least_1d(b, self0);
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  Value index = cx.tensor(2);
+  if (index.rank() > 1) cx.fail("index_select(): Index is supposed to be a vector");
+  int64_t n = index.type.numel(), size = self.dims()[dim];
+  if (self0.rank() == 0 && n != 1)
+    cx.fail("index_select(): Index to scalar can have only 1 value, got " + std::to_string(n) + " value(s)");
+  Value idx = b.reshape(index_arg(cx, index), {n});
+  Dims out = self0.dims();
+  if (self0.rank() > 0) out[dim] = n;
+  if (n > 0) check_range(cx, idx, size, dim, false, true);
+  if (n == 0 || size == 0) return {b.full(0, TensorType{self.dtype(), out})};
+  return {b.reshape(b.take_along(self, idx, dim), out)};
+}
+
+// `index` (made i64 and at least 1-D) validated for an along-`dim` op on
+// `self` (and `src` when given), with its range check registered.
+Value along_index(Context& cx, Value self, Value index, int64_t dim, const Value* src) {
+  Value idx = at_least_1d(cx.b, index_arg(cx, index));
+  if (idx.type.numel() == 0) return idx;
+  if (idx.rank() != self.rank()) cx.fail("Index tensor must have the same number of dimensions as input tensor");
+  if (src && idx.rank() != src->rank()) cx.fail("Index tensor must have the same number of dimensions as src tensor");
+  for (int64_t d = 0; d < self.rank(); ++d) {
+    if (d != dim && idx.dims()[d] > self.dims()[d])
+      cx.fail("Size does not match at dimension " + std::to_string(d) + " expected index " + dims_str(idx.dims()) +
+              " to be smaller than self " + dims_str(self.dims()) + " apart from dimension " + std::to_string(dim));
+    if (src && idx.dims()[d] > src->dims()[d])
+      cx.fail("Size does not match at dimension " + std::to_string(d) + " expected index " + dims_str(idx.dims()) +
+              " to be smaller than src " + dims_str(src->dims()));
+  }
+  check_range(cx, idx, self.dims()[dim], dim, false);
+  return idx;
+}
+
+V gather(Context& cx) {
+  auto& b = cx.b;
+  Value self = at_least_1d(b, cx.tensor(0));
+  Value index = cx.tensor(2);
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  Value idx = along_index(cx, self, index, dim, nullptr);
+  // No indices, or a gathered dim of size 0 (every index then fails its check).
+  if (idx.type.numel() == 0 || self.dims()[dim] == 0) return {b.full(0, TensorType{self.dtype(), index.dims()})};
+  int64_t r = self.rank();
+  Value g = b.gather(self, along_coords(b, idx, dim), {}, iota_dims(r), iota_dims(r), Dims(r, 1), idx.dims());
+  return {b.reshape(g, index.dims())};
+}
+
+// `src` (at least idx's shape) written into `self` at `idx` along `dim`:
+// self[.., idx[p], ..] (combiner)= src[p] for every position p of idx.
+Value scatter_along(hlo::Builder& b, Value self, Value idx, Value src, int64_t dim, std::string_view combiner) {
+  if (idx.type.numel() == 0 || self.type.numel() == 0) return self;
+  int64_t r = self.rank();
+  Value upd = b.slice(src, Dims(r, 0), idx.dims(), Dims(r, 1));
+  return b.scatter(self, along_coords(b, idx, dim), upd, {}, iota_dims(r), iota_dims(r), combiner);
+}
+
+// (self, dim, index, src-or-value) of the scatter overloads: self and index
+// at least 1-D, src converted to self's dtype (a Scalar broadcast to index).
+struct ScatterArgs {
+  Value self, idx, src;
+  int64_t dim;
+  Dims out;
+};
+ScatterArgs scatter_args(Context& cx) {
+  auto& b = cx.b;
+  ScatterArgs s;
+  Value self0 = cx.tensor(0);
+  s.out = self0.dims();
+  s.self = at_least_1d(b, self0);
+  s.dim = cx.dim(cx.integer(1), s.self.rank());
+  if (cx.arg(3).kind == Arg::Kind::Scalar) {
+    s.idx = along_index(cx, s.self, cx.tensor(2), s.dim, nullptr);
+    s.src = b.broadcast_to(cx.as(3, s.self.dtype()), s.idx.dims());
+  } else {
+    s.src = at_least_1d(b, cx.as(3, s.self.dtype()));
+    s.idx = along_index(cx, s.self, cx.tensor(2), s.dim, &s.src);
+  }
+  return s;
+}
+
+std::string_view reduce_combiner(Context& cx, const std::string& reduce, DType t) {
+  if (reduce == "add" || reduce == "sum") return add_combiner(t);
+  if (reduce == "multiply" || reduce == "prod") return mul_combiner(t);
+  cx.fail("reduce argument must be either add or multiply, got " + reduce);
+}
+
+V scatter_replace(Context& cx) {
+  ScatterArgs s = scatter_args(cx);
+  return {cx.b.reshape(scatter_along(cx.b, s.self, s.idx, s.src, s.dim, ""), s.out)};
+}
+V scatter_add(Context& cx) {
+  ScatterArgs s = scatter_args(cx);
+  return {cx.b.reshape(scatter_along(cx.b, s.self, s.idx, s.src, s.dim, add_combiner(s.self.dtype())), s.out)};
+}
+// scatter.reduce / scatter.value_reduce: reduce is "add" or "multiply".
+V scatter_reduce_legacy(Context& cx) {
+  ScatterArgs s = scatter_args(cx);
+  std::string_view comb = reduce_combiner(cx, cx.str(4), s.self.dtype());
+  return {cx.b.reshape(scatter_along(cx.b, s.self, s.idx, s.src, s.dim, comb), s.out)};
+}
+
+// Python-style floor division of integers (C division truncates).
+Value int_floor_div(hlo::Builder& b, Value a, Value d) {
+  Value q = b.div(a, d);
+  Value r = b.binary("stablehlo.remainder", a, d);
+  Value zero = b.constant(0, a.dtype());
+  Value fix = b.and_(b.compare(r, zero, "NE"), b.compare(b.compare(r, zero, "LT"), b.compare(d, zero, "LT"), "NE"));
+  return b.select(fix, b.sub(q, b.constant(1, a.dtype())), q);
+}
+
+// scatter_reduce.two(self, dim, index, src, reduce, *, include_self):
+// reduce in sum, prod, mean, amax, amin.
+V scatter_reduce_two(Context& cx) {
+  auto& b = cx.b;
+  ScatterArgs s = scatter_args(cx);
+  std::string red = cx.str(4);
+  bool include_self = cx.flag_or(5, true);
+  Value self = s.self;
+  DType t = self.dtype();
+  if (red != "sum" && red != "prod" && red != "mean" && red != "amax" && red != "amin")
+    cx.fail("reduce argument must be either sum, prod, mean, amax or amin, got " + red);
+  if (s.idx.type.numel() == 0 || self.type.numel() == 0) return {b.reshape(self, s.out)};
+  // How many src elements land on each element of self.
+  Value count = scatter_along(b, b.full(0, TensorType{DType::I64, self.dims()}), s.idx,
+                              b.full(1, TensorType{DType::I64, s.idx.dims()}), s.dim, "stablehlo.add");
+  Value hit = b.compare(count, b.constant(0, DType::I64), "GT");
+  auto base = [&](double identity) { return include_self ? self : b.select(hit, b.constant(identity, t), self); };
+  Value r;
+  if (red == "sum") {
+    r = scatter_along(b, base(0), s.idx, s.src, s.dim, add_combiner(t));
+  } else if (red == "prod") {
+    r = scatter_along(b, base(1), s.idx, s.src, s.dim, mul_combiner(t));
+  } else if (red == "amax" || red == "amin") {
+    // Without self, first overwrite the hit elements with one of their src
+    // values; the extremum over src is then unchanged by it.
+    Value start = include_self ? self : scatter_along(b, self, s.idx, s.src, s.dim, "");
+    r = scatter_along(b, start, s.idx, s.src, s.dim, red == "amax" ? "stablehlo.maximum" : "stablehlo.minimum");
+  } else {  // mean
+    Value sum = scatter_along(b, base(0), s.idx, s.src, s.dim, add_combiner(t));
+    Value n = include_self ? b.add(count, b.constant(1, DType::I64)) : count;
+    n = b.convert(b.max(n, b.constant(1, DType::I64)), t);
+    r = hlo::is_floating(t) ? b.div(sum, n) : int_floor_div(b, sum, n);
+  }
+  return {b.reshape(r, s.out)};
+}
+
+// index_add(self, dim, index, source, *, alpha): self[.., index[i], ..] += alpha * source[.., i, ..].
+V index_add(Context& cx) {
+  auto& b = cx.b;
+  Value self0 = cx.tensor(0);
+  Value self = at_least_1d(b, self0);
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  Value index = cx.tensor(2);
+  if (index.rank() > 1) cx.fail("index_add_(): Index is supposed to be a vector");
+  int64_t n = index.type.numel(), size = self.dims()[dim];
+  Value idx = b.reshape(index_arg(cx, index), {n});
+  Value src = at_least_1d(b, cx.as(3, self.dtype()));
+  if (src.rank() != self.rank()) cx.fail("index_add_(): Source/destination tensor must have same slice shapes.");
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (d != dim && src.dims()[d] != self.dims()[d])
+      cx.fail("index_add_(): Source/destination tensor must have same slice shapes. Destination slice shape: " +
+              dims_str(self.dims()) + " at dimension " + std::to_string(dim) + " and source slice shape: " +
+              dims_str(src.dims()) + " at dimension " + std::to_string(dim) + ".");
+  if (src.dims()[dim] != n)
+    cx.fail("index_add_(): Number of indices (" + std::to_string(n) + ") should be equal to source.size(dim) (" +
+            std::to_string(src.dims()[dim]) + ")");
+  if (n == 0 || self.type.numel() == 0) {
+    if (n > 0) check_range(cx, idx, size, dim, false, true);
+    return {self0};
+  }
+  check_range(cx, idx, size, dim, false, true);
+  if (!cx.none(4)) {
+    Value alpha = cx.as(4, self.dtype());
+    src = self.dtype() == DType::Bool ? b.and_(src, alpha) : b.mul(src, alpha);
+  }
+  Dims window;
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (d != dim) window.push_back(d);
+  Value r = b.scatter(self, b.reshape(idx, {n, 1}), src, window, {dim}, {dim}, add_combiner(self.dtype()));
+  return {b.reshape(r, self0.dims())};
+}
+
+// ---- advanced indexing: self[i0, i1, ...] with integer index tensors
+
+struct Advanced {
+  Dims positions;    // indexed dims of self, ascending
+  Value coords;      // i64 [*batch, k]: per batch element, the k indices (wrapped)
+  Dims batch;        // the broadcast shape of the index tensors
+  Dims result;       // the shape self[indices] has
+  Dims offset_dims;  // where the non-indexed dims of self sit in `result`
+  bool empty_dim = false;  // an indexed dim of self has size 0
+};
+
+// Reads a `Tensor?[]` argument: the present tensors in `values`, one entry
+// per list position in `ints` (1 present, 0 None).
+Advanced advanced_index(Context& cx, Value self, size_t arg) {
+  auto& b = cx.b;
+  const Arg& a = cx.arg(arg);
+  if (a.kind != Arg::Kind::TensorList) cx.fail("argument " + std::to_string(arg) + " is not a list of optional tensors");
+  std::vector<int64_t> present = a.ints;
+  if (present.empty()) present.assign(a.values.size(), 1);
+  size_t n_present = std::count_if(present.begin(), present.end(), [](int64_t p) { return p != 0; });
+  if (n_present != a.values.size()) cx.fail("the presence list of the indices does not match its tensors");
+  if (static_cast<int64_t>(present.size()) > self.rank())
+    cx.fail("too many indices for tensor of dimension " + std::to_string(self.rank()) + " (got " +
+            std::to_string(present.size()) + ")");
+  Advanced adv;
+  std::vector<Value> idxs;
+  for (size_t p = 0, j = 0; p < present.size(); ++p) {
+    if (!present[p]) continue;
+    idxs.push_back(index_arg(cx, a.values[j++]));
+    adv.positions.push_back(static_cast<int64_t>(p));
+  }
+  if (idxs.empty()) return adv;
+  adv.batch = idxs[0].dims();
+  for (const Value& i : idxs) {
+    try {
+      adv.batch = hlo::broadcast_shapes(adv.batch, i.dims());
+    } catch (const hlo::BuildError&) {
+      std::string shapes;
+      for (const Value& k : idxs) shapes += (shapes.empty() ? "" : ", ") + dims_str(k.dims());
+      cx.fail("shape mismatch: indexing tensors could not be broadcast together with shapes " + shapes);
+    }
+  }
+  int64_t nb = static_cast<int64_t>(adv.batch.size());
+  bool nonempty = numel(adv.batch) > 0;
+  std::vector<Value> parts;
+  for (size_t j = 0; j < idxs.size(); ++j) {
+    int64_t p = adv.positions[j], size = self.dims()[p];
+    adv.empty_dim |= size == 0;
+    Value idx = b.broadcast_to(idxs[j], adv.batch);
+    if (nonempty) check_range(cx, idx, size, p, true);
+    parts.push_back(b.reshape(wrap_negative(b, idx, size), with(adv.batch, 1)));
+  }
+  adv.coords = b.concatenate(parts, nb);
+  // NumPy: adjacent index dims put the batch dims in their place; otherwise
+  // they go first.
+  bool adjacent = adv.positions.back() - adv.positions.front() + 1 == static_cast<int64_t>(adv.positions.size());
+  int64_t before = adjacent ? adv.positions.front() : 0;
+  Dims rest;
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (std::find(adv.positions.begin(), adv.positions.end(), d) == adv.positions.end()) rest.push_back(d);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    int64_t at = static_cast<int64_t>(i) < before ? static_cast<int64_t>(i) : static_cast<int64_t>(i) + nb;
+    adv.offset_dims.push_back(at);
+  }
+  adv.result.assign(rest.size() + nb, 0);
+  for (size_t i = 0; i < rest.size(); ++i) adv.result[adv.offset_dims[i]] = self.dims()[rest[i]];
+  for (int64_t i = 0; i < nb; ++i) adv.result[before + i] = adv.batch[i];
+  return adv;
+}
+
+V index_tensor(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  Advanced adv = advanced_index(cx, self, 1);
+  if (adv.positions.empty()) return {self};
+  if (adv.empty_dim || numel(adv.result) == 0) return {b.full(0, TensorType{self.dtype(), adv.result})};
+  Dims slice = self.dims();
+  for (int64_t p : adv.positions) slice[p] = 1;
+  return {b.gather(self, adv.coords, adv.offset_dims, adv.positions, adv.positions, slice, adv.result)};
+}
+
+// index_put(self, indices, values, accumulate): self[indices] = values (or +=).
+V index_put(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  Value values = cx.as(2, self.dtype());
+  bool accumulate = cx.flag_or(3, false);
+  Advanced adv = advanced_index(cx, self, 1);
+  Dims target = adv.positions.empty() ? self.dims() : adv.result;
+  try {
+    if (hlo::broadcast_shapes(values.dims(), target) != target) throw hlo::BuildError("");
+  } catch (const hlo::BuildError&) {
+    cx.fail("shape mismatch: value tensor of shape " + dims_str(values.dims()) +
+            " cannot be broadcast to indexing result of shape " + dims_str(target));
+  }
+  Value upd = b.broadcast_to(values, target);
+  if (adv.positions.empty()) return {accumulate ? b.binary(add_combiner(self.dtype()), self, upd) : upd};
+  if (adv.empty_dim || numel(adv.result) == 0 || self.type.numel() == 0) return {self};
+  return {b.scatter(self, adv.coords, upd, adv.offset_dims, adv.positions, adv.positions,
+                    accumulate ? add_combiner(self.dtype()) : "")};
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
+// scale_grad_by_freq): rows of grad_output summed into their weight rows.
+V embedding_dense_backward(Context& cx) {
+  auto& b = cx.b;
+  Value grad = cx.tensor(0);
+  Value idx = index_arg(cx, cx.tensor(1));
+  int64_t num_weights = cx.integer(2), padding_idx = cx.integer(3);
+  bool scale = cx.flag_or(4, false);
+  int64_t n = idx.type.numel();
+  if (grad.rank() != idx.rank() + 1 || !std::equal(idx.dims().begin(), idx.dims().end(), grad.dims().begin()))
+    cx.fail("grad_output of shape " + dims_str(grad.dims()) + " does not match indices of shape " +
+            dims_str(idx.dims()) + " plus the embedding dim");
+  int64_t dsize = grad.dims().back();
+  DType out = grad.dtype(), t = hlo::opmath_type(out);
+  Value zeros = b.full(0, TensorType{t, {num_weights, dsize}});
+  if (n == 0) return {b.convert(zeros, out)};
+  idx = b.reshape(idx, {n});
+  check_range(cx, idx, num_weights, 0, false, true);
+  Value g = b.reshape(b.convert(grad, t), {n, dsize});
+  if (padding_idx >= 0) {
+    Value is_pad = b.compare(idx, b.constant(padding_idx, DType::I64), "EQ");
+    g = b.select(b.broadcast_in_dim(is_pad, {n, dsize}, {0}), b.constant(0, t), g);
+  }
+  Value rows = b.reshape(idx, {n, 1});
+  if (scale) {
+    Value counts = b.scatter(b.full(0, TensorType{t, {num_weights}}), rows, b.full(1, TensorType{t, {n}}), {}, {0},
+                             {0}, "stablehlo.add");
+    Value per_row = b.take_along(counts, idx, 0);
+    g = b.div(g, b.broadcast_in_dim(per_row, {n, dsize}, {0}));
+  }
+  return {b.convert(b.scatter(zeros, rows, g, {1}, {0}, {0}, "stablehlo.add"), out)};
+}
+
+// ---- sort and topk
+
+// Stable sort of x along dim: {values, int64 source positions}. NaN sorts as
+// the largest value, as in PyTorch.
+std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending) {
+  Value pos = b.iota(TensorType{DType::I64, x.dims()}, dim);
+  TensorType s{x.dtype(), {}}, si{DType::I64, {}};
+  bool fp = hlo::is_floating(x.dtype());
+  hlo::Builder::RegionFn less = [descending, fp](hlo::Builder& b, const std::vector<Value>& a) {
+    Value lhs = a[0], rhs = a[1];
+    if (descending) std::swap(lhs, rhs);
+    Value lt = b.compare(lhs, rhs, "LT");
+    if (fp) lt = b.or_(lt, b.and_(b.compare(rhs, rhs, "NE"), b.compare(lhs, lhs, "EQ")));
+    return std::vector<Value>{lt};
+  };
+  auto r = b.op_multi("stablehlo.sort", {x, pos}, {x.type, pos.type},
+                      "dimension = " + std::to_string(dim) + " : i64, is_stable = true", {{{s, s, si, si}, less}});
+  return {r[0], r[1]};
+}
+
+V sort_impl(Context& cx, int64_t dim, bool descending) {
+  auto& b = cx.b;
+  Value x0 = cx.tensor(0);
+  Value x = at_least_1d(b, x0);
+  dim = cx.dim(dim, x.rank());
+  auto [v, i] = sort_along(b, x, dim, descending);
+  return {b.reshape(v, x0.dims()), b.reshape(i, x0.dims())};
+}
+// sort(self, dim=-1, descending=False)
+V sort(Context& cx) { return sort_impl(cx, cx.integer_or(1, -1), cx.flag_or(2, false)); }
+// sort.stable(self, *, stable, dim=-1, descending=False)
+V sort_stable(Context& cx) { return sort_impl(cx, cx.integer_or(2, -1), cx.flag_or(3, false)); }
+
+// topk(self, k, dim=-1, largest=True, sorted=True)
+V topk(Context& cx) {
+  auto& b = cx.b;
+  Value x0 = cx.tensor(0);
+  Value x = at_least_1d(b, x0);
+  int64_t k = cx.integer(1);
+  int64_t dim = cx.dim(cx.integer_or(2, -1), x.rank());
+  bool largest = cx.flag_or(3, true);
+  if (k < 0 || k > x.dims()[dim]) cx.fail("selected index k out of range");
+  auto [v, i] = sort_along(b, x, dim, largest);
+  Dims limit = x.dims();
+  limit[dim] = k;
+  Dims zero(x.rank(), 0), one(x.rank(), 1);
+  v = b.slice(v, zero, limit, one);
+  i = b.slice(i, zero, limit, one);
+  Dims out = x0.rank() == 0 ? Dims{} : limit;
+  return {b.reshape(v, out), b.reshape(i, out)};
+}
+
+}  // namespace
+
+std::vector<Entry> shape_lowerings() {
+  return {
+      {"aten::cat", cat},
+      {"aten::constant_pad_nd", constant_pad_nd},
+      {"aten::flip", flip},
+      {"aten::roll", roll},
+      {"aten::tril", tril},
+      {"aten::triu", triu},
+      {"aten::repeat", repeat},
+      {"aten::index_select", index_select},
+      {"aten::gather", gather},
+      {"aten::scatter.src", scatter_replace},
+      {"aten::scatter.value", scatter_replace},
+      {"aten::scatter.reduce", scatter_reduce_legacy},
+      {"aten::scatter.value_reduce", scatter_reduce_legacy},
+      {"aten::scatter_add", scatter_add},
+      {"aten::scatter_reduce.two", scatter_reduce_two},
+      {"aten::index_add", index_add},
+      {"aten::index.Tensor", index_tensor},
+      {"aten::index_put", index_put},
+      {"aten::embedding_dense_backward", embedding_dense_backward},
+      {"aten::sort", sort},
+      {"aten::sort.stable", sort_stable},
+      {"aten::topk", topk},
+  };
+}
 
 }  // namespace torch_pjrt::lowering

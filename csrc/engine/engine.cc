@@ -1,0 +1,528 @@
+#include "engine/engine.h"
+
+#include <chrono>
+#include <cstring>
+#include <tuple>
+
+namespace torch_pjrt::engine {
+
+using hlo::TensorType;
+using hlo::Value;
+using lowering::Arg;
+using TensorRef = CallArg::TensorRef;
+
+// ---------------------------------------------------------------- slots
+
+Slot::Slot(int device, int64_t nbytes) : device(device), nbytes(nbytes) {
+  if (nbytes) Engine::get().track_alloc(device, nbytes);
+}
+
+Slot::~Slot() {
+  if (nbytes) Engine::get().track_alloc(device, -nbytes);
+}
+
+// ---------------------------------------------------------------- cache entry
+
+struct Engine::Entry {
+  enum class Param { Slot, Scalar, Rng };
+  struct ParamSource {
+    Param kind;
+    int index;  // distinct-slot index, or argument index
+  };
+  enum class Output { Fresh, SlotWrite, Check };
+  struct OutputSink {
+    Output kind;
+    int index;  // fresh-result index, distinct-slot index, or check index
+  };
+  std::unique_ptr<runtime::Executable> exe;
+  std::vector<ParamSource> params;
+  std::vector<DType> slot_dtypes;  // element type each distinct slot is read/written as
+  std::vector<OutputSink> outputs;
+  std::vector<TensorType> fresh_types;
+  std::vector<std::string> check_messages;
+};
+
+namespace {
+
+// Every tensor reference of a call in a fixed order (args, then targets);
+// the same order defines alias groups in the key and slot params.
+void collect_refs(const OpCall& call, std::vector<const TensorRef*>& refs) {
+  refs.clear();
+  for (const CallArg& a : call.args) {
+    if (a.kind == CallArg::Kind::Tensor) refs.push_back(&a.tensor);
+    if (a.kind == CallArg::Kind::TensorList)
+      for (const auto& t : a.list) refs.push_back(&t);
+  }
+  for (const auto& t : call.targets) refs.push_back(&t);
+}
+
+// For each ref, the index of the distinct slot it views; returns the count.
+int distinct_slots(const std::vector<const TensorRef*>& refs, std::vector<int>& slot_of,
+                   std::vector<Slot*>* slots = nullptr) {
+  slot_of.assign(refs.size(), -1);
+  std::vector<Slot*> seen;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    Slot* s = refs[i]->slot;
+    if (!s) continue;
+    int found = -1;
+    for (size_t j = 0; j < seen.size(); ++j)
+      if (seen[j] == s) found = static_cast<int>(j);
+    if (found < 0) {
+      found = static_cast<int>(seen.size());
+      seen.push_back(s);
+    }
+    slot_of[i] = found;
+  }
+  if (slots) *slots = seen;
+  return static_cast<int>(seen.size());
+}
+
+int64_t storage_numel(const TensorRef& r) { return r.slot->nbytes / hlo::byte_size(r.view.dtype); }
+
+void push_ref(std::vector<int64_t>& w, const TensorRef& r, int slot_index) {
+  if (!r.slot) {
+    w.push_back(-1);
+    return;
+  }
+  const ViewSpec& v = r.view;
+  w.push_back(slot_index);
+  w.push_back(static_cast<int64_t>(v.dtype));
+  w.push_back(static_cast<int64_t>(v.sizes.size()));
+  w.insert(w.end(), v.sizes.begin(), v.sizes.end());
+  w.insert(w.end(), v.strides.begin(), v.strides.end());
+  w.push_back(v.offset);
+  w.push_back(storage_numel(r));
+}
+
+std::string shape_str(const hlo::Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+std::string capitalized_name(DType t) {  // "Float", "Long": as torch prints dtypes in messages
+  static const char* names[] = {"Bool", "Byte", "Char", "Short", "Int", "Long", "Half", "BFloat16", "Float", "Double", "UInt32", "UInt64"};
+  return names[static_cast<int>(t)];
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- engine
+
+namespace {
+std::mutex g_init_mu;
+std::string g_plugin_path;
+std::string g_load_error;
+Engine* g_engine = nullptr;
+}  // namespace
+
+Engine::Engine(std::unique_ptr<runtime::Client> client) : client_(std::move(client)) {}
+
+void Engine::configure(const std::string& plugin_path) {
+  std::lock_guard<std::mutex> g(g_init_mu);
+  if (!g_engine) g_plugin_path = plugin_path;
+}
+
+const std::string& Engine::plugin_path() { return g_plugin_path; }
+
+Engine& Engine::get() {
+  if (g_engine) return *g_engine;
+  std::lock_guard<std::mutex> g(g_init_mu);
+  if (g_engine) return *g_engine;
+  if (!g_load_error.empty()) throw runtime::Error(-1, g_load_error);
+  if (g_plugin_path.empty()) {
+    g_load_error = "no PJRT plugin was configured (import torch_pjrt to choose one)";
+    throw runtime::Error(-1, g_load_error);
+  }
+  try {
+    auto client = std::make_unique<runtime::Client>(runtime::Plugin::load(g_plugin_path));
+    g_engine = new Engine(std::move(client));  // lives for the process: storages may outlive any scope
+  } catch (const std::exception& e) {
+    g_load_error = e.what();
+    throw;
+  }
+  return *g_engine;
+}
+
+bool Engine::available() {
+  try {
+    get();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string Engine::load_error() {
+  available();
+  std::lock_guard<std::mutex> g(g_init_mu);
+  return g_load_error;
+}
+
+void Engine::make_key(const OpCall& call, std::vector<int64_t>& w) const {
+  static thread_local std::vector<const TensorRef*> refs;
+  static thread_local std::vector<int> slot_of;
+  collect_refs(call, refs);
+  distinct_slots(refs, slot_of);
+  w.clear();
+  w.push_back(reinterpret_cast<int64_t>(call.op));
+  w.push_back(call.device);
+  size_t r = 0;
+  for (const CallArg& a : call.args) {
+    w.push_back(static_cast<int64_t>(a.kind));
+    switch (a.kind) {
+      case CallArg::Kind::Tensor:
+        push_ref(w, a.tensor, slot_of[r]);
+        ++r;
+        break;
+      case CallArg::Kind::TensorList:
+        w.push_back(static_cast<int64_t>(a.list.size()));
+        w.insert(w.end(), a.present.begin(), a.present.end());
+        for (const auto& t : a.list) push_ref(w, t, slot_of[r++]);
+        break;
+      case CallArg::Kind::Scalar:
+        w.push_back(static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor);
+        break;
+      case CallArg::Kind::Int:
+      case CallArg::Kind::Bool:
+      case CallArg::Kind::DType:
+        w.push_back(a.i);
+        break;
+      case CallArg::Kind::Ints:
+        w.push_back(static_cast<int64_t>(a.ints.size()));
+        w.insert(w.end(), a.ints.begin(), a.ints.end());
+        break;
+      case CallArg::Kind::String: {
+        w.push_back(static_cast<int64_t>(a.s.size()));
+        for (size_t i = 0; i < a.s.size(); i += 8) {
+          int64_t chunk = 0;
+          std::memcpy(&chunk, a.s.data() + i, std::min<size_t>(8, a.s.size() - i));
+          w.push_back(chunk);
+        }
+        break;
+      }
+      case CallArg::Kind::None:
+      case CallArg::Kind::Rng:
+        break;
+    }
+  }
+  w.push_back(static_cast<int64_t>(call.targets.size()));
+  for (const auto& t : call.targets) push_ref(w, t, t.slot ? slot_of[r] : -1), r += t.slot ? 1 : 0;
+}
+
+std::unique_ptr<Engine::Entry> Engine::build(const OpCall& call) {
+  auto entry = std::make_unique<Entry>();
+  std::vector<const TensorRef*> refs;
+  std::vector<int> slot_of;
+  collect_refs(call, refs);
+  const int nslots = distinct_slots(refs, slot_of);
+
+  // Which slots are read: any argument view, or a target that does not
+  // overwrite its whole storage.
+  const size_t first_target = refs.size() - std::count_if(call.targets.begin(), call.targets.end(),
+                                                          [](const TensorRef& t) { return t.slot != nullptr; });
+  std::vector<bool> read(nslots, false);
+  entry->slot_dtypes.assign(nslots, DType::U8);
+  std::vector<bool> typed(nslots, false);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    int s = slot_of[i];
+    if (s < 0) continue;
+    if (i < first_target || !refs[i]->view.covers(storage_numel(*refs[i]))) read[s] = true;
+    if (typed[s] && entry->slot_dtypes[s] != refs[i]->view.dtype)
+      throw lowering::LoweringError(call.op->name + ": one storage is viewed with two dtypes in one call");
+    entry->slot_dtypes[s] = refs[i]->view.dtype;
+    typed[s] = true;
+  }
+
+  hlo::Builder b;
+  std::vector<Value> flat(nslots);
+  std::vector<bool> has_flat(nslots, false);
+  auto slot_numel = [&](int s) {
+    for (size_t i = 0; i < refs.size(); ++i)
+      if (slot_of[i] == s) return storage_numel(*refs[i]);
+    return int64_t{0};
+  };
+  for (int s = 0; s < nslots; ++s) {
+    if (!read[s]) continue;
+    flat[s] = b.parameter(TensorType{entry->slot_dtypes[s], {slot_numel(s)}});
+    has_flat[s] = true;
+    entry->params.push_back({Entry::Param::Slot, s});
+  }
+
+  std::vector<Arg> args;
+  size_t r = 0;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    const CallArg& a = call.args[i];
+    switch (a.kind) {
+      case CallArg::Kind::None: args.push_back(Arg::none()); break;
+      case CallArg::Kind::Tensor:
+        args.push_back(Arg::tensor(read_view(b, flat[slot_of[r]], a.tensor.view)));
+        ++r;
+        break;
+      case CallArg::Kind::TensorList: {
+        std::vector<Value> vs;
+        for (const auto& t : a.list) vs.push_back(read_view(b, flat[slot_of[r++]], t.view));
+        Arg arg = Arg::tensor_list(vs);
+        arg.ints = a.present;
+        args.push_back(arg);
+        break;
+      }
+      case CallArg::Kind::Scalar: {
+        Value p = b.parameter(TensorType{a.scalar_dtype, {}});
+        entry->params.push_back({Entry::Param::Scalar, static_cast<int>(i)});
+        args.push_back(a.host_tensor ? Arg::tensor(p) : Arg::scalar(p));
+        break;
+      }
+      case CallArg::Kind::Rng: {
+        Value p = b.parameter(TensorType{DType::U64, {2}});
+        entry->params.push_back({Entry::Param::Rng, static_cast<int>(i)});
+        args.push_back(Arg::rng(p));
+        break;
+      }
+      case CallArg::Kind::Int: args.push_back(Arg::integer(a.i)); break;
+      case CallArg::Kind::Bool: args.push_back(Arg::boolean(a.i != 0)); break;
+      case CallArg::Kind::DType: args.push_back(Arg::dtype(static_cast<DType>(a.i))); break;
+      case CallArg::Kind::Ints: args.push_back(Arg::integers(a.ints)); break;
+      case CallArg::Kind::String: args.push_back(Arg::string(a.s)); break;
+    }
+  }
+
+  lowering::Context cx(b, std::move(args), call.op->name);
+  std::vector<Value> results = call.op->lower(cx);
+  if (!call.targets.empty() && results.size() < call.targets.size())
+    throw lowering::LoweringError(call.op->name + ": lowering returned fewer results than the op writes");
+
+  std::vector<Value> outs;
+  std::vector<int> written_slots;
+  for (size_t k = 0; k < results.size(); ++k) {
+    Value v = results[k];
+    const TensorRef* target = k < call.targets.size() && call.targets[k].slot ? &call.targets[k] : nullptr;
+    if (!target) {
+      entry->fresh_types.push_back(v.type);
+      entry->outputs.push_back({Entry::Output::Fresh, static_cast<int>(entry->fresh_types.size() - 1)});
+      outs.push_back(b.reshape(v, {v.type.numel()}));
+      continue;
+    }
+    const ViewSpec& view = target->view;
+    if (!hlo::can_cast(v.dtype(), view.dtype))
+      throw lowering::LoweringError(call.op->name + ": result type " + capitalized_name(v.dtype()) +
+                                    " can't be cast to the desired output type " + capitalized_name(view.dtype));
+    if (v.dims() != view.sizes)
+      throw lowering::LoweringError(call.op->name + ": output with shape " + shape_str(view.sizes) +
+                                    " doesn't match the broadcast shape " + shape_str(v.dims()));
+    int s = slot_of[first_target + std::count_if(call.targets.begin(), call.targets.begin() + k,
+                                                 [](const TensorRef& t) { return t.slot != nullptr; })];
+    Value base = has_flat[s] ? flat[s] : b.full(0, TensorType{view.dtype, {slot_numel(s)}});
+    flat[s] = write_view(b, base, b.convert(v, view.dtype), view);
+    has_flat[s] = true;
+    if (std::find(written_slots.begin(), written_slots.end(), s) == written_slots.end()) written_slots.push_back(s);
+  }
+  for (int s : written_slots) {
+    entry->outputs.push_back({Entry::Output::SlotWrite, s});
+    outs.push_back(flat[s]);
+  }
+  for (const auto& c : cx.checks()) {
+    entry->outputs.push_back({Entry::Output::Check, static_cast<int>(entry->check_messages.size())});
+    entry->check_messages.push_back(c.message);
+    outs.push_back(c.failed);
+  }
+  b.set_results(outs);
+
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    entry->exe = client_->compile(b.module_text(), call.device);
+  } catch (const runtime::Error& e) {
+    throw runtime::Error(e.code(), call.op->name + ": " + e.what());
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> g(mu_);
+  metrics_.compiles++;
+  metrics_.compile_seconds += seconds;
+  return entry;
+}
+
+runtime::BufferPtr Engine::scalar_buffer(const CallArg& a, int device) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, a.scalar_bytes, sizeof bits);
+  std::string key(reinterpret_cast<const char*>(&bits), sizeof bits);
+  key += static_cast<char>(a.scalar_dtype);
+  key += static_cast<char>(device);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = scalars_.find(key);
+    if (it != scalars_.end()) return it->second;
+  }
+  auto buf = client_->from_host(a.scalar_bytes, a.scalar_dtype, {}, device);
+  std::lock_guard<std::mutex> g(mu_);
+  if (scalars_.size() > 4096) scalars_.clear();
+  scalars_[key] = buf;
+  return buf;
+}
+
+CallResult Engine::run(const OpCall& call) {
+  static thread_local Key key;
+  make_key(call, key.words);
+  size_t h = 1469598103934665603ull;
+  for (int64_t w : key.words) h = (h ^ static_cast<size_t>(w)) * 1099511628211ull;
+  key.hash = h;
+
+  Entry* entry = nullptr;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      entry = it->second.get();
+      metrics_.cache_hits++;
+    }
+  }
+  if (!entry) {
+    auto built = build(call);
+    std::lock_guard<std::mutex> g(mu_);
+    entry = cache_.emplace(key, std::move(built)).first->second.get();
+  }
+
+  static thread_local std::vector<const TensorRef*> refs;
+  static thread_local std::vector<int> slot_of;
+  std::vector<Slot*> slots;
+  collect_refs(call, refs);
+  distinct_slots(refs, slot_of, &slots);
+
+  std::vector<runtime::BufferPtr> keep;
+  std::vector<PJRT_Buffer*> raw;
+  keep.reserve(entry->params.size());
+  for (const auto& p : entry->params) {
+    if (p.kind == Entry::Param::Slot) {
+      Slot& s = *slots[p.index];
+      ensure_buffer(s, entry->slot_dtypes[p.index]);
+      keep.push_back(s.buffer);
+    } else if (p.kind == Entry::Param::Scalar) {
+      keep.push_back(scalar_buffer(call.args[p.index], call.device));
+    } else {
+      keep.push_back(client_->from_host(call.args[p.index].rng, DType::U64, {2}, call.device));
+    }
+    raw.push_back(keep.back()->get());
+  }
+
+  std::vector<runtime::BufferPtr> outs;
+  try {
+    outs = entry->exe->execute(raw);
+  } catch (const runtime::Error& e) {
+    throw runtime::Error(e.code(), call.op->name + ": " + e.what());
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    metrics_.executions++;
+  }
+
+  CallResult result;
+  result.types = entry->fresh_types;
+  std::vector<std::pair<runtime::BufferPtr, std::string>> checks;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const auto& sink = entry->outputs[i];
+    if (sink.kind == Entry::Output::Fresh) {
+      result.buffers.push_back(outs[i]);
+    } else if (sink.kind == Entry::Output::SlotWrite) {
+      Slot& s = *slots[sink.index];
+      s.buffer = outs[i];
+      s.dtype = entry->slot_dtypes[sink.index];
+      s.producer = call.op->name.c_str();
+    } else {
+      checks.emplace_back(outs[i], entry->check_messages[sink.index]);
+    }
+  }
+
+  if (mode() == Mode::Debug) {
+    for (const auto& b : outs) {
+      try {
+        b->wait_ready();
+      } catch (const runtime::Error& e) {
+        throw runtime::Error(e.code(), call.op->name + ": " + e.what());
+      }
+    }
+    for (const auto& [buf, msg] : checks) {
+      bool bad = false;
+      buf->to_host(&bad, 1);
+      if (bad) throw IndexError(call.op->name + ": " + msg);
+    }
+  } else if (!checks.empty()) {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& c : checks) pending_checks_.push_back(std::move(c));
+  }
+  return result;
+}
+
+void Engine::sync() {
+  std::vector<std::pair<runtime::BufferPtr, std::string>> checks;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    checks.swap(pending_checks_);
+    metrics_.syncs++;
+  }
+  for (const auto& [buf, msg] : checks) {
+    bool bad = false;
+    buf->to_host(&bad, 1);
+    if (bad) throw IndexError(msg);
+  }
+}
+
+void Engine::download(Slot& slot, void* dst) {
+  sync();
+  if (!slot.buffer) {
+    std::memset(dst, 0, slot.nbytes);
+    return;
+  }
+  try {
+    slot.buffer->to_host(dst, slot.nbytes);
+  } catch (const runtime::Error& e) {
+    std::string op = slot.producer ? slot.producer : "a device program";
+    throw runtime::Error(e.code(), op + " failed (reported at this sync point): " + e.what());
+  }
+}
+
+void Engine::upload(Slot& slot, const void* src, DType dtype) {
+  int64_t n = slot.nbytes / hlo::byte_size(dtype);
+  slot.buffer = client_->from_host(src, dtype, {n}, slot.device);
+  slot.dtype = dtype;
+  slot.producer = nullptr;
+}
+
+void Engine::ensure_buffer(Slot& slot, DType dtype) {
+  if (slot.buffer && slot.dtype == dtype) return;
+  std::vector<uint8_t> host(slot.nbytes, 0);
+  if (slot.buffer) download(slot, host.data());
+  upload(slot, host.data(), dtype);
+}
+
+Metrics Engine::metrics() {
+  std::lock_guard<std::mutex> g(mu_);
+  return metrics_;
+}
+
+void Engine::reset_metrics() {
+  std::lock_guard<std::mutex> g(mu_);
+  metrics_ = Metrics{};
+}
+
+void Engine::count_fallback(const std::string& op) {
+  std::lock_guard<std::mutex> g(mu_);
+  metrics_.fallback_ops[op]++;
+}
+
+size_t Engine::cache_size() {
+  std::lock_guard<std::mutex> g(mu_);
+  return cache_.size();
+}
+
+void Engine::track_alloc(int device, int64_t delta) {
+  if (device < 0 || device >= kMaxDevices) return;
+  int64_t now = allocated_[device].fetch_add(delta) + delta;
+  int64_t peak = peak_[device].load();
+  while (now > peak && !peak_[device].compare_exchange_weak(peak, now)) {
+  }
+}
+
+int64_t Engine::allocated_bytes(int device) const { return allocated_[device].load(); }
+int64_t Engine::peak_allocated_bytes(int device) const { return peak_[device].load(); }
+void Engine::reset_peak(int device) { peak_[device].store(allocated_[device].load()); }
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,182 @@
+// The eager executor: storage slots, the compile cache keyed on an op's
+// structure, program execution, sync points, runtime checks and metrics.
+//
+// The torch glue describes one ATen call as an OpCall (views of storage
+// slots, runtime scalars, static arguments) and calls Engine::run. The
+// engine looks the call's structure up in the in-memory cache before any
+// StableHLO is printed; on a miss it builds the program through the lowering
+// table, compiles it once and remembers it. Runtime values (Python scalars,
+// RNG seeds and offsets) are always program parameters, never part of a key.
+//
+// Thread-safety: all public methods may be called from any thread (torch's
+// autograd runs backward on its own thread). The cache and metrics are
+// guarded by one mutex; slots are owned by torch storages, which torch
+// already serialises.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/view.h"
+#include "lowering/context.h"
+#include "runtime/pjrt.h"
+
+namespace torch_pjrt::engine {
+
+using hlo::DType;
+
+// The device memory behind one torch storage. Owned by the storage's DataPtr
+// (created by the allocator, deleted with the storage).
+struct Slot {
+  Slot(int device, int64_t nbytes);
+  ~Slot();
+  Slot(const Slot&) = delete;
+
+  const int device;
+  int64_t nbytes;
+  DType dtype = DType::U8;       // element type of `buffer`
+  runtime::BufferPtr buffer;     // flat 1-D, nbytes / byte_size(dtype) elements; null until written
+  const char* producer = nullptr;  // ATen name of the op that wrote `buffer` last (for async errors)
+};
+
+// The eager modes. Fused is accepted by the API but not implemented yet.
+enum class Mode { Debug, Strict, Fused };
+
+// One argument of a call as the glue hands it over.
+struct CallArg {
+  using Kind = lowering::Arg::Kind;
+  Kind kind = Kind::None;
+  // Tensor (and each element of TensorList): a view of a slot.
+  struct TensorRef {
+    Slot* slot = nullptr;
+    ViewSpec view;
+  };
+  TensorRef tensor;
+  std::vector<TensorRef> list;
+  std::vector<int64_t> present;  // Tensor?[]: 1 per position with a tensor
+  // Scalar: a rank-0 runtime value (f64/i64/bool for Python numbers, or the
+  // dtype of a zero-dim host tensor when `host_tensor`).
+  DType scalar_dtype = DType::F64;
+  bool host_tensor = false;
+  uint8_t scalar_bytes[8] = {};
+  // Static values (part of the key).
+  int64_t i = 0;
+  std::vector<int64_t> ints;
+  std::string s;
+  // Rng: seed and offset for this call.
+  uint64_t rng[2] = {0, 0};
+};
+
+// A registered op: its ATen name and lowering. Lives for the process.
+struct OpDef {
+  std::string name;  // "aten::add.Tensor"
+  lowering::LowerFn lower;
+};
+
+struct OpCall {
+  const OpDef* op = nullptr;
+  int device = 0;
+  std::vector<CallArg> args;
+  // One entry per op result: the view the result is written into (in-place
+  // and out= variants), or slot == nullptr for a fresh output tensor.
+  std::vector<CallArg::TensorRef> targets;
+};
+
+// What a call produced: the buffers of results that go to fresh tensors, in
+// order, with their types (results written to targets are already stored).
+struct CallResult {
+  std::vector<runtime::BufferPtr> buffers;
+  std::vector<hlo::TensorType> types;
+};
+
+struct Metrics {
+  int64_t compiles = 0;
+  int64_t cache_hits = 0;
+  int64_t executions = 0;
+  int64_t syncs = 0;
+  double compile_seconds = 0;
+  std::map<std::string, int64_t> fallback_ops;
+};
+
+// Raised for an out-of-range index found by a program's runtime check.
+struct IndexError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Engine {
+ public:
+  // The process-wide engine. The plugin is loaded on first use from the path
+  // given to configure(); failures are rethrown on every later use.
+  static Engine& get();
+  static void configure(const std::string& plugin_path);
+  static const std::string& plugin_path();
+  // True when the plugin loaded; false (and no throw) when it did not.
+  static bool available();
+  // The error that made the plugin unavailable ("" when it loaded).
+  static std::string load_error();
+
+  runtime::Client& client() { return *client_; }
+  int device_count() const { return client_->device_count(); }
+
+  // Runs one op: looks up or compiles its program and enqueues it. Strict
+  // mode returns at once; debug mode waits and raises errors here.
+  CallResult run(const OpCall& call);
+
+  // Sync point: waits for pending runtime checks and raises the first failure.
+  void sync();
+  // Copies a slot's whole buffer to host memory (a sync point).
+  void download(Slot& slot, void* dst);
+  // Replaces a slot's buffer with host data of `dtype` (flat).
+  void upload(Slot& slot, const void* src, DType dtype);
+  // Makes sure a slot holds a buffer of `dtype` (zero-filled if never
+  // written, re-interpreted through the host if written with another dtype).
+  void ensure_buffer(Slot& slot, DType dtype);
+
+  Mode mode() const { return mode_.load(); }
+  void set_mode(Mode m) { mode_.store(m); }
+
+  Metrics metrics();
+  void reset_metrics();
+  void count_fallback(const std::string& op);
+  int64_t allocated_bytes(int device) const;
+  int64_t peak_allocated_bytes(int device) const;
+  void reset_peak(int device);
+  void track_alloc(int device, int64_t delta);
+  // Number of cached programs.
+  size_t cache_size();
+
+ private:
+  explicit Engine(std::unique_ptr<runtime::Client> client);
+  struct Entry;
+  struct Key {
+    std::vector<int64_t> words;
+    size_t hash;
+    bool operator==(const Key& o) const { return hash == o.hash && words == o.words; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return k.hash; }
+  };
+
+  void make_key(const OpCall& call, std::vector<int64_t>& words) const;
+  std::unique_ptr<Entry> build(const OpCall& call);
+  runtime::BufferPtr scalar_buffer(const CallArg& a, int device);
+
+  std::unique_ptr<runtime::Client> client_;
+  std::atomic<Mode> mode_{Mode::Strict};
+  std::mutex mu_;
+  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> cache_;
+  std::unordered_map<std::string, runtime::BufferPtr> scalars_;  // scalar constants by value
+  std::vector<std::pair<runtime::BufferPtr, std::string>> pending_checks_;
+  Metrics metrics_;
+  static constexpr int kMaxDevices = 64;
+  std::atomic<int64_t> allocated_[kMaxDevices] = {};
+  std::atomic<int64_t> peak_[kMaxDevices] = {};
+};
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,64 @@
+// Shared pieces of the torch glue: the torch <-> core dtype mapping, how a
+// tensor maps to its storage slot and view, and error translation.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Allocator.h>
+
+#include <string>
+
+#include "engine/engine.h"
+
+namespace torch_pjrt::glue {
+
+using engine::Engine;
+using engine::Slot;
+
+// The one torch <-> hlo dtype mapping. Throws a TypeError for dtypes the
+// device does not support.
+hlo::DType to_hlo(at::ScalarType t);
+at::ScalarType to_torch(hlo::DType t);
+
+// The slot behind a tpu tensor's storage.
+inline Slot* slot_of(const at::Tensor& t) {
+  return static_cast<Slot*>(t.storage().data_ptr().get_context());
+}
+engine::ViewSpec view_of(const at::Tensor& t);
+inline engine::CallArg::TensorRef ref_of(const at::Tensor& t) { return {slot_of(t), view_of(t)}; }
+
+c10::Allocator* tpu_allocator();
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex d);
+// A new contiguous tpu tensor whose storage takes `buffer` (may be null).
+at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device,
+                      runtime::BufferPtr buffer = nullptr);
+
+// Seed and offset for one random op from the device's default generator or
+// the one given; advances the generator.
+void next_rng(const std::optional<at::Generator>& gen, c10::DeviceIndex device, uint64_t out[2]);
+// Sets the seed of every device's default generator.
+void manual_seed_all(uint64_t seed);
+const at::Generator& default_generator(c10::DeviceIndex device);
+
+// Runs `fn`, turning core exceptions into the matching torch errors (and so
+// Python exceptions). `op` names the ATen op for messages.
+template <typename Fn>
+auto translate_errors(const std::string& op, Fn&& fn) -> decltype(fn());
+[[noreturn]] void rethrow_as_torch(const std::string& op);
+
+// Set by the python module: "file.py:LINE" of the innermost Python frame, for
+// debug-mode messages. Returns "" when unknown.
+extern std::string (*python_location)();
+
+template <typename Fn>
+auto translate_errors(const std::string& op, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (...) {
+    rethrow_as_torch(op);
+  }
+}
+
+}  // namespace torch_pjrt::glue

@@ -1,0 +1,309 @@
+// The `tpu` device as torch sees it: dtype mapping, allocator, device guard,
+// hooks, generators and error translation.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/GeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "torch/common.h"
+
+namespace torch_pjrt::glue {
+
+using hlo::DType;
+
+// ---------------------------------------------------------------- dtypes
+
+hlo::DType to_hlo(at::ScalarType t) {
+  switch (t) {
+    case at::kBool: return DType::Bool;
+    case at::kByte: return DType::U8;
+    case at::kChar: return DType::I8;
+    case at::kShort: return DType::I16;
+    case at::kInt: return DType::I32;
+    case at::kLong: return DType::I64;
+    case at::kHalf: return DType::F16;
+    case at::kBFloat16: return DType::BF16;
+    case at::kFloat: return DType::F32;
+    case at::kDouble: return DType::F64;
+    default: break;
+  }
+  TORCH_CHECK_TYPE(false, "torch_pjrt: dtype ", t, " is not supported on the tpu device");
+}
+
+at::ScalarType to_torch(hlo::DType t) {
+  static const at::ScalarType table[] = {at::kBool, at::kByte,     at::kChar,  at::kShort,  at::kInt,    at::kLong,
+                                         at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kUInt32, at::kUInt64};
+  return table[static_cast<int>(t)];
+}
+
+engine::ViewSpec view_of(const at::Tensor& t) {
+  engine::ViewSpec v;
+  v.dtype = to_hlo(t.scalar_type());
+  v.sizes.assign(t.sizes().begin(), t.sizes().end());
+  v.strides.assign(t.strides().begin(), t.strides().end());
+  v.offset = t.storage_offset();
+  return v;
+}
+
+// ---------------------------------------------------------------- errors
+
+std::string (*python_location)() = nullptr;
+
+void rethrow_as_torch(const std::string& op) {
+  std::string where;
+  if (Engine::available() && Engine::get().mode() == engine::Mode::Debug && python_location) {
+    std::string loc = python_location();
+    if (!loc.empty()) where = " (at " + loc + ")";
+  }
+  try {
+    throw;
+  } catch (const engine::IndexError& e) {
+    TORCH_CHECK_INDEX(false, e.what(), where);
+  } catch (const std::out_of_range& e) {
+    TORCH_CHECK_INDEX(false, e.what(), where);
+  } catch (const runtime::Error& e) {
+    if (e.out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what(), where);
+    TORCH_CHECK(false, e.what(), where);
+  } catch (const lowering::LoweringError& e) {
+    TORCH_CHECK(false, e.what(), where);
+  } catch (const hlo::BuildError& e) {
+    TORCH_CHECK(false, op, ": ", e.what(), where);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, op, ": ", e.what(), where);
+  }
+}
+
+// ---------------------------------------------------------------- devices
+
+namespace {
+thread_local c10::DeviceIndex t_device = 0;
+
+c10::DeviceIndex device_count_or_zero() {
+  return Engine::available() ? static_cast<c10::DeviceIndex>(Engine::get().device_count()) : 0;
+}
+
+void check_device(c10::DeviceIndex d) {
+  if (!Engine::available()) TORCH_CHECK(false, "tpu device unavailable: ", Engine::load_error());
+  TORCH_CHECK(d >= 0 && d < Engine::get().device_count(), "Invalid device tpu:", static_cast<int>(d),
+              ", the tpu platform has ", Engine::get().device_count(), " devices");
+}
+}  // namespace
+
+c10::DeviceIndex current_device() { return t_device; }
+
+void set_current_device(c10::DeviceIndex d) {
+  check_device(d);
+  t_device = d;
+}
+
+// ---------------------------------------------------------------- allocator
+
+namespace {
+
+// Storages get unique, never-dereferenced addresses so that torch's aliasing
+// checks on data pointers stay meaningful. The memory itself is the slot's
+// PJRT buffer.
+std::atomic<uintptr_t> g_next_address{uintptr_t{1} << 44};
+
+void delete_slot(void* ctx) { delete static_cast<Slot*>(ctx); }
+
+class TpuAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    c10::DeviceIndex d = current_device();
+    check_device(d);
+    auto* slot = new Slot(d, static_cast<int64_t>(n));
+    uintptr_t size = (std::max<size_t>(n, 1) + 255) & ~uintptr_t{255};
+    void* address = reinterpret_cast<void*>(g_next_address.fetch_add(size));
+    return {address, slot, &delete_slot, c10::Device(c10::DeviceType::PrivateUse1, d)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "tpu storages cannot be copied by address; use Tensor.copy_");
+  }
+  bool initialized() override { return Engine::available(); }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex d) override {
+    c10::CachingDeviceAllocator::DeviceStats s;
+    auto& e = Engine::get();
+    for (auto* stat : {&s.allocated_bytes[0], &s.active_bytes[0], &s.reserved_bytes[0], &s.requested_bytes[0]}) {
+      stat->current = e.allocated_bytes(d);
+      stat->peak = e.peak_allocated_bytes(d);
+    }
+    return s;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex) override {}
+  void resetPeakStats(c10::DeviceIndex d) override { Engine::get().reset_peak(d); }
+};
+
+TpuAllocator g_allocator;
+
+}  // namespace
+
+c10::Allocator* tpu_allocator() { return &g_allocator; }
+
+at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device, runtime::BufferPtr buffer) {
+  c10::DeviceIndex saved = t_device;
+  t_device = device;
+  at::Tensor t = at::detail::empty_generic(sizes, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
+                                           std::nullopt);
+  t_device = saved;
+  if (buffer) {
+    Slot* s = slot_of(t);
+    s->buffer = std::move(buffer);
+    s->dtype = to_hlo(dtype);
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------- guard
+
+namespace {
+
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+  c10::DeviceType type() const override { return kType; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old(kType, t_device);
+    if (d.index() >= 0) set_current_device(d.index());
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kType, t_device); }
+  void setDevice(c10::Device d) const override {
+    if (d.index() >= 0) set_current_device(d.index());
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) t_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return c10::Stream(c10::Stream::DEFAULT, s.device()); }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count_or_zero(); }
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override { Engine::get().sync(); }
+  void synchronizeDevice(const c10::DeviceIndex) const override { Engine::get().sync(); }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+// ---------------------------------------------------------------- generator
+
+// Philox-style generator state: a seed and an offset that advances with each
+// random op. Both reach programs as runtime parameters.
+struct TpuGenerator final : public c10::GeneratorImpl {
+  explicit TpuGenerator(c10::DeviceIndex d)
+      : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, d),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    set_current_seed(c10::detail::getNonDeterministicRandom());
+    return seed_;
+  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.numel() == 16 && state.dtype().itemsize() == 1, "tpu RNG state must be a 16-byte uint8 tensor");
+    const auto* p = static_cast<const uint64_t*>(state.data());
+    seed_ = p[0];
+    offset_ = p[1];
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+    auto* p = static_cast<uint64_t*>(t.data_ptr());
+    p[0] = seed_;
+    p[1] = offset_;
+    return t.getIntrusivePtr();
+  }
+  TpuGenerator* clone_impl() const override {
+    auto* g = new TpuGenerator(device().index());
+    g->seed_ = seed_;
+    g->offset_ = offset_;
+    return g;
+  }
+  uint64_t seed_ = c10::default_rng_seed_val;
+  uint64_t offset_ = 0;
+};
+
+std::once_flag g_generators_once;
+std::vector<at::Generator> g_generators;
+
+}  // namespace
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  std::call_once(g_generators_once, [] {
+    for (int i = 0; i < Engine::get().device_count(); ++i) g_generators.push_back(at::make_generator<TpuGenerator>(i));
+  });
+  if (device < 0) device = current_device();
+  check_device(device);
+  return g_generators[device];
+}
+
+void manual_seed_all(uint64_t seed) {
+  for (int i = 0; i < Engine::get().device_count(); ++i) {
+    at::Generator g = default_generator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(seed);
+  }
+}
+
+void next_rng(const std::optional<at::Generator>& gen, c10::DeviceIndex device, uint64_t out[2]) {
+  at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device);
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = g.get<TpuGenerator>();
+  TORCH_CHECK(impl, "expected a tpu generator");
+  out[0] = impl->seed_;
+  out[1] = impl->offset_;
+  impl->offset_ += uint64_t{1} << 32;  // each op draws at most 2^32 counters
+}
+
+// ---------------------------------------------------------------- hooks
+
+namespace {
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count_or_zero() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return device_count_or_zero(); }
+  void setCurrentDevice(c10::DeviceIndex d) const override { set_current_device(d); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    c10::DeviceIndex old = current_device();
+    set_current_device(d);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override { return default_generator(d); }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override {
+    return at::make_generator<TpuGenerator>(d < 0 ? current_device() : d);
+  }
+  at::Device getDeviceFromPtr(void*) const override { return at::Device(c10::DeviceType::PrivateUse1, current_device()); }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool hasCompatibleShallowCopyType(c10::DispatchKeySet, c10::DispatchKeySet) const { return true; }
+};
+
+struct Registration {
+  Registration() {
+    c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_allocator);
+    at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+  }
+} g_registration;
+
+}  // namespace
+
+}  // namespace torch_pjrt::glue

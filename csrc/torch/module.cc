@@ -1,0 +1,103 @@
+// Python bindings of the extension module torch_pjrt._C.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "torch/common.h"
+
+namespace torch_pjrt::glue {
+
+std::vector<std::string> register_lowered_ops();
+
+namespace {
+
+namespace py = pybind11;
+
+std::string innermost_python_line() {
+  py::gil_scoped_acquire gil;
+  PyFrameObject* frame = PyEval_GetFrame();
+  if (!frame) return "";
+  PyCodeObject* code = PyFrame_GetCode(frame);
+  std::string file = py::cast<std::string>(py::handle(code->co_filename));
+  Py_DECREF(code);
+  return file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+}
+
+engine::Mode parse_mode(const std::string& m) {
+  if (m == "debug") return engine::Mode::Debug;
+  if (m == "strict") return engine::Mode::Strict;
+  if (m == "fused") return engine::Mode::Fused;
+  throw py::value_error("eager mode must be 'strict', 'debug' or 'fused', got '" + m + "'");
+}
+
+const char* mode_name(engine::Mode m) {
+  switch (m) {
+    case engine::Mode::Debug: return "debug";
+    case engine::Mode::Strict: return "strict";
+    case engine::Mode::Fused: return "fused";
+  }
+  return "strict";
+}
+
+Engine& engine_or_raise() {
+  return translate_errors("torch_pjrt", []() -> Engine& { return Engine::get(); });
+}
+
+}  // namespace
+}  // namespace torch_pjrt::glue
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_pjrt::glue;
+  namespace py = pybind11;
+  python_location = &innermost_python_line;
+
+  m.attr("TORCH_VERSION") = TORCH_PJRT_TORCH_VERSION;
+  m.def("_configure", [](const std::string& path) { Engine::configure(path); });
+  m.def("_register_ops", [] { return register_lowered_ops(); });
+  m.def("_is_available", [] { return Engine::available(); });
+  m.def("_load_error", [] { return Engine::load_error(); });
+  m.def("_plugin_path", [] { return Engine::plugin_path(); });
+  m.def("_device_count", [] { return Engine::available() ? Engine::get().device_count() : 0; });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int d) { translate_errors("set_device", [&] { set_current_device(d); }); });
+  m.def("_synchronize", [] {
+    py::gil_scoped_release no_gil;
+    translate_errors("synchronize", [] { Engine::get().sync(); });
+  });
+  m.def("_set_mode", [](const std::string& mode) { engine_or_raise().set_mode(parse_mode(mode)); });
+  m.def("_get_mode", [] { return std::string(mode_name(engine_or_raise().mode())); });
+  m.def("_metrics", [] {
+    auto mt = engine_or_raise().metrics();
+    py::dict d;
+    d["compiles"] = mt.compiles;
+    d["cache_hits"] = mt.cache_hits;
+    d["executions"] = mt.executions;
+    d["syncs"] = mt.syncs;
+    d["compile_seconds"] = mt.compile_seconds;
+    py::dict fb;
+    for (const auto& [k, v] : mt.fallback_ops) fb[py::str(k)] = v;
+    d["fallback_ops"] = fb;
+    d["cached_programs"] = engine_or_raise().cache_size();
+    return d;
+  });
+  m.def("_reset_metrics", [] { engine_or_raise().reset_metrics(); });
+  m.def("_memory_allocated", [](int d) { return engine_or_raise().allocated_bytes(d); });
+  m.def("_max_memory_allocated", [](int d) { return engine_or_raise().peak_allocated_bytes(d); });
+  m.def("_reset_peak_memory_stats", [](int d) { engine_or_raise().reset_peak(d); });
+  m.def("_manual_seed", [](uint64_t seed) { translate_errors("manual_seed", [&] { manual_seed_all(seed); }); });
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(d)));
+  });
+  m.def("_platform_info", [] {
+    Engine& e = engine_or_raise();
+    py::dict d;
+    d["plugin_path"] = Engine::plugin_path();
+    d["api_version"] = e.client().plugin().api_version();
+    d["platform_name"] = e.client().platform_name();
+    d["platform_version"] = e.client().platform_version();
+    py::list devices;
+    for (int i = 0; i < e.device_count(); ++i) devices.append(e.client().device_string(i));
+    d["devices"] = devices;
+    return d;
+  });
+  m.def("_lowered_ops", [] { return torch_pjrt::lowering::lowered_ops(); });
+}

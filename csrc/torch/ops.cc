@@ -1,0 +1,571 @@
+// Op entry: every ATen op with a lowering gets one boxed kernel (its
+// functional, in-place and out= variants alike); storage, view and copy ops
+// get small explicit kernels; everything else takes the CPU fallback.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "torch/common.h"
+
+namespace torch_pjrt::glue {
+namespace {
+
+using engine::CallArg;
+using engine::OpCall;
+using Kind = CallArg::Kind;
+
+std::string full_name(const c10::OperatorName& n) { return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name; }
+
+[[noreturn]] void device_mismatch(const at::Tensor& a, c10::DeviceIndex device) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+              static_cast<int>(device), " and ", a.device(), "!");
+}
+
+// ---------------------------------------------------------------- arguments
+
+// How one schema argument is turned into a CallArg.
+enum class ArgType { Tensor, OptTensorList, TensorList, Scalar, Int, Ints, Bool, Bools, DType, String, Generator, Ignore };
+
+ArgType arg_type(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType: return ArgType::Tensor;
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::FloatType: return ArgType::Scalar;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType: return ArgType::Int;
+    case c10::TypeKind::BoolType: return ArgType::Bool;
+    case c10::TypeKind::ScalarTypeType: return ArgType::DType;
+    case c10::TypeKind::StringType: return ArgType::String;
+    case c10::TypeKind::GeneratorType: return ArgType::Generator;
+    case c10::TypeKind::ListType: {
+      c10::TypePtr e = t->castRaw<c10::ListType>()->getElementType();
+      if (e->kind() == c10::TypeKind::TensorType) return ArgType::TensorList;
+      if (auto oe = e->cast<c10::OptionalType>())
+        if (oe->getElementType()->kind() == c10::TypeKind::TensorType) return ArgType::OptTensorList;
+      if (e->kind() == c10::TypeKind::IntType || e->kind() == c10::TypeKind::SymIntType) return ArgType::Ints;
+      if (e->kind() == c10::TypeKind::BoolType) return ArgType::Bools;
+      return ArgType::Ignore;
+    }
+    default: return ArgType::Ignore;  // Layout, Device, MemoryFormat: no effect on the program
+  }
+}
+
+void set_scalar(CallArg& a, const c10::Scalar& s) {
+  a.kind = Kind::Scalar;
+  a.host_tensor = false;
+  if (s.isBoolean()) {
+    a.scalar_dtype = hlo::DType::Bool;
+    a.scalar_bytes[0] = s.toBool();
+  } else if (s.isIntegral(false)) {
+    a.scalar_dtype = hlo::DType::I64;
+    int64_t v = s.toLong();
+    std::memcpy(a.scalar_bytes, &v, 8);
+  } else {
+    TORCH_CHECK_TYPE(!s.isComplex(), "torch_pjrt: complex scalars are not supported on the tpu device");
+    a.scalar_dtype = hlo::DType::F64;
+    double v = s.toDouble();
+    std::memcpy(a.scalar_bytes, &v, 8);
+  }
+}
+
+// Tracks the call's device: the first tpu tensor decides it.
+struct DeviceCheck {
+  c10::DeviceIndex device = -1;
+  void see(const at::Tensor& t) {
+    if (!t.is_privateuseone()) return;
+    if (device < 0) device = t.device().index();
+    else if (t.device().index() != device) device_mismatch(t, device);
+  }
+};
+
+void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
+  if (t.is_privateuseone()) {
+    dc.see(t);
+    a.kind = Kind::Tensor;
+    a.tensor = ref_of(t);
+    return;
+  }
+  // A CPU scalar (Python number or zero-dim tensor) mixes with tpu tensors
+  // as on CUDA; anything else is a device mismatch.
+  if (t.dim() == 0 && t.is_cpu()) {
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      set_scalar(a, t.item());
+    } else {
+      a.kind = Kind::Scalar;
+      a.host_tensor = true;
+      a.scalar_dtype = to_hlo(t.scalar_type());
+      std::memcpy(a.scalar_bytes, t.data_ptr(), t.element_size());
+    }
+    return;
+  }
+  device_mismatch(t, dc.device < 0 ? 0 : dc.device);
+}
+
+// ---------------------------------------------------------------- lowered ops
+
+enum class Variant { Functional, InPlace, Out };
+
+// Ops whose lowering draws random numbers although their schema has no
+// Generator: the glue appends one.
+const std::set<std::string> kImplicitRng = {"aten::native_dropout"};
+
+class LoweredKernel final : public c10::OperatorKernel {
+ public:
+  LoweredKernel(std::string functional_name, lowering::LowerFn fn, Variant variant, const c10::FunctionSchema& schema)
+      : def_{std::move(functional_name), fn}, variant_(variant) {
+    for (const auto& a : schema.arguments()) {
+      if (variant == Variant::Out && a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only()) {
+        ++num_out_;
+        continue;
+      }
+      types_.push_back(arg_type(a.type()));
+    }
+    returns_list_ = schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
+    implicit_rng_ = kImplicitRng.count(def_.name) > 0;
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    translate_errors(def_.name, [&] { call(op, stack); });
+  }
+
+ private:
+  void call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    const size_t nargs = types_.size() + num_out_;
+    auto args = torch::jit::last(*stack, nargs);
+    OpCall call;
+    call.op = &def_;
+    call.args.resize(types_.size() + (implicit_rng_ ? 1 : 0));
+    DeviceCheck dc;
+    const c10::IValue* generator = nullptr;
+    std::vector<at::Tensor> keep_alive;  // index tensors moved to tpu for this call
+    for (size_t i = 0; i < types_.size(); ++i) {
+      const c10::IValue& v = args[i];
+      CallArg& a = call.args[i];
+      if (v.isNone() && types_[i] != ArgType::Generator) continue;
+      switch (types_[i]) {
+        case ArgType::Tensor:
+          if (v.toTensor().defined()) set_tensor(a, v.toTensor(), dc);
+          break;
+        case ArgType::TensorList: {
+          a.kind = Kind::TensorList;
+          for (const at::Tensor& t : v.toTensorList().vec()) {
+            TORCH_CHECK(t.is_privateuseone(), "Expected all tensors to be on the same device, but found ", t.device());
+            dc.see(t);
+            a.list.push_back(ref_of(t));
+            a.present.push_back(1);
+          }
+          break;
+        }
+        case ArgType::OptTensorList: {
+          a.kind = Kind::TensorList;
+          for (const c10::IValue& e : v.toListRef()) {
+            bool has = !e.isNone() && e.toTensor().defined();
+            a.present.push_back(has);
+            if (!has) continue;
+            at::Tensor t = e.toTensor();
+            if (!t.is_privateuseone()) t = t.to(at::Device(c10::DeviceType::PrivateUse1, std::max<int>(dc.device, 0)));
+            dc.see(t);
+            a.list.push_back(ref_of(t));
+            keep_alive.push_back(t);
+          }
+          break;
+        }
+        case ArgType::Scalar: set_scalar(a, v.toScalar()); break;
+        case ArgType::Int:
+          a.kind = Kind::Int;
+          a.i = v.toInt();
+          break;
+        case ArgType::Bool:
+          a.kind = Kind::Bool;
+          a.i = v.toBool();
+          break;
+        case ArgType::Ints:
+          a.kind = Kind::Ints;
+          a.ints = v.toIntVector();
+          break;
+        case ArgType::Bools:
+          a.kind = Kind::Ints;
+          for (const c10::IValue& e : v.toListRef()) a.ints.push_back(e.toBool());
+          break;
+        case ArgType::DType:
+          a.kind = Kind::DType;
+          a.i = static_cast<int64_t>(to_hlo(static_cast<at::ScalarType>(v.toInt())));
+          break;
+        case ArgType::String:
+          a.kind = Kind::String;
+          a.s = v.toStringRef();
+          break;
+        case ArgType::Generator:
+          a.kind = Kind::Rng;
+          generator = &v;
+          break;
+        case ArgType::Ignore: break;
+      }
+    }
+    TORCH_CHECK(dc.device >= 0, def_.name, ": expected at least one tpu tensor argument");
+    call.device = dc.device;
+    if (generator) {
+      std::optional<at::Generator> g;
+      if (!generator->isNone()) g = generator->toGenerator();
+      for (auto& a : call.args)
+        if (a.kind == Kind::Rng) next_rng(g, dc.device, a.rng);
+    }
+    if (implicit_rng_) {
+      call.args.back().kind = Kind::Rng;
+      next_rng(std::nullopt, dc.device, call.args.back().rng);
+    }
+
+    std::vector<at::Tensor> outs;
+    if (variant_ == Variant::Out)
+      for (size_t k = 0; k < num_out_; ++k) outs.push_back(args[types_.size() + k].toTensor());
+    at::Tensor self;
+    if (variant_ == Variant::InPlace) {
+      self = args[0].toTensor();
+      call.targets.push_back(ref_of(self));
+    }
+
+    engine::CallResult r = Engine::get().run(call);
+    torch::jit::drop(*stack, nargs);
+
+    if (variant_ == Variant::InPlace) {
+      torch::jit::push(*stack, self);
+      return;
+    }
+    std::vector<at::Tensor> results;
+    for (size_t k = 0; k < r.buffers.size(); ++k) {
+      const auto& t = r.types[k];
+      results.push_back(new_tensor(t.dims, to_torch(t.dtype), dc.device, r.buffers[k]));
+    }
+    if (variant_ == Variant::Out) {
+      // out=: resize when needed, then copy (a second small program).
+      for (size_t k = 0; k < outs.size() && k < results.size(); ++k) {
+        if (outs[k].sizes() != results[k].sizes()) outs[k].resize_(results[k].sizes());
+        outs[k].copy_(results[k]);
+        torch::jit::push(*stack, outs[k]);
+      }
+      return;
+    }
+    if (returns_list_) {
+      torch::jit::push(*stack, c10::List<at::Tensor>(results));
+      return;
+    }
+    for (auto& t : results) torch::jit::push(*stack, std::move(t));
+  }
+
+  engine::OpDef def_;
+  Variant variant_;
+  std::vector<ArgType> types_;
+  size_t num_out_ = 0;
+  bool returns_list_ = false;
+  bool implicit_rng_ = false;
+};
+
+// In-place ops whose functional sibling is not simply the name without "_".
+const std::unordered_map<std::string, std::string> kInPlaceAliases = {
+    {"aten::normal_", "aten::normal_functional"},
+    {"aten::bernoulli_.float", "aten::bernoulli.p"},
+};
+
+// Ops that have kernels of their own below and must not get a lowered one.
+const std::set<std::string> kExplicit = {"aten::copy_", "aten::copy"};
+
+bool is_out_variant(const c10::FunctionSchema& s) {
+  for (const auto& a : s.arguments())
+    if (a.kwarg_only() && a.alias_info() && a.alias_info()->isWrite()) return true;
+  return false;
+}
+
+// The functional op an out= schema computes: same base name, same non-out
+// argument names, no mutation.
+std::string functional_of_out(const c10::FunctionSchema& out,
+                              const std::unordered_map<std::string, std::vector<c10::OperatorHandle>>& by_base) {
+  std::vector<std::string> names;
+  for (const auto& a : out.arguments())
+    if (!(a.kwarg_only() && a.alias_info() && a.alias_info()->isWrite())) names.push_back(a.name());
+  auto it = by_base.find(out.name());
+  if (it == by_base.end()) return "";
+  for (const auto& h : it->second) {
+    const auto& s = h.schema();
+    if (s.is_mutable() || s.arguments().size() != names.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < names.size(); ++i) same &= s.arguments()[i].name() == names[i];
+    if (same) return full_name(s.operator_name());
+  }
+  return "";
+}
+
+torch::Library* g_library = nullptr;
+std::vector<std::string> g_registered;
+
+// ---------------------------------------------------------------- explicit kernels
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                               std::optional<at::Device> device, std::optional<bool> pin,
+                               std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
+  c10::DeviceIndex saved = current_device();
+  set_current_device(d);
+  at::Tensor t = at::detail::empty_generic(size, tpu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype), memory_format);
+  set_current_device(saved);
+  return t;
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin) {
+  c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
+  c10::DeviceIndex saved = current_device();
+  set_current_device(d);
+  at::Tensor t = at::detail::empty_strided_generic(size, stride, tpu_allocator(),
+                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                   c10::dtype_or_default(dtype));
+  set_current_device(saved);
+  return t;
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+
+// Grows the storage when needed (keeping its bytes), then sets contiguous sizes.
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<at::MemoryFormat>) {
+  int64_t numel = c10::multiply_integers(size);
+  int64_t needed = (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size());
+  c10::Storage storage = self.storage();
+  if (numel > 0 && needed > static_cast<int64_t>(storage.nbytes())) {
+    Slot* old = slot_of(self);
+    std::vector<uint8_t> bytes(needed, 0);
+    if (old && old->buffer) Engine::get().download(*old, bytes.data());
+    c10::DeviceIndex saved = current_device();
+    set_current_device(self.device().index());
+    c10::DataPtr fresh = tpu_allocator()->allocate(needed);
+    set_current_device(saved);
+    Slot* slot = static_cast<Slot*>(fresh.get_context());
+    if (old && old->buffer) {
+      hlo::DType t = to_hlo(self.scalar_type());
+      if (needed % hlo::byte_size(t) != 0) t = hlo::DType::U8;
+      Engine::get().upload(*slot, bytes.data(), t);
+    }
+    storage.set_data_ptr_noswap(std::move(fresh));
+    storage.set_nbytes(needed);
+  }
+  self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes()) / static_cast<int64_t>(self.element_size());
+  return set_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+const engine::OpDef& op_def(const char* name) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::unique_ptr<engine::OpDef>> defs;
+  std::lock_guard<std::mutex> g(mu);
+  auto& d = defs[name];
+  if (!d) {
+    auto fn = lowering::find_lowering(name);
+    TORCH_INTERNAL_ASSERT(fn, "missing lowering ", name);
+    d = std::make_unique<engine::OpDef>(engine::OpDef{name, fn});
+  }
+  return *d;
+}
+
+// Runs a one-tensor lowering (clone, copy) through the engine.
+engine::CallResult run_simple(const char* name, const std::vector<at::Tensor>& inputs, const at::Tensor* target) {
+  OpCall call;
+  call.op = &op_def(name);
+  call.device = inputs[0].device().index();
+  for (const auto& t : inputs) {
+    CallArg a;
+    a.kind = Kind::Tensor;
+    a.tensor = ref_of(t);
+    call.args.push_back(std::move(a));
+  }
+  if (target) call.targets.push_back(ref_of(*target));
+  return Engine::get().run(call);
+}
+
+// The bytes of a tpu tensor as a contiguous CPU tensor of the same dtype.
+at::Tensor to_cpu(const at::Tensor& src) {
+  at::Tensor whole = src;
+  engine::ViewSpec v = view_of(src);
+  Slot* slot = slot_of(src);
+  if (!v.covers(static_cast<int64_t>(slot->nbytes) / src.element_size())) {
+    auto r = run_simple("aten::clone", {src}, nullptr);
+    whole = new_tensor(src.sizes(), src.scalar_type(), src.device().index(), r.buffers[0]);
+    slot = slot_of(whole);
+  }
+  at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (out.numel() == 0) return out;
+  Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
+  Engine::get().download(*slot, out.data_ptr());
+  return out;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  return translate_errors("aten::_copy_from", [&] {
+    if (dst.numel() == 0) return dst;
+    if (self.is_privateuseone() && dst.is_privateuseone()) {
+      if (self.device() == dst.device()) {
+        run_simple("aten::copy", {dst, self}, &dst);
+        return dst;
+      }
+      at::Tensor moved = to_cpu(self).to(dst.device());
+      run_simple("aten::copy", {dst, moved}, &dst);
+      return dst;
+    }
+    if (dst.is_privateuseone()) {  // host -> device
+      at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+      Slot* slot = slot_of(dst);
+      if (view_of(dst).covers(static_cast<int64_t>(slot->nbytes) / dst.element_size())) {
+        Engine::get().upload(*slot, host.data_ptr(), to_hlo(dst.scalar_type()));
+        return dst;
+      }
+      at::Tensor staged = new_tensor(dst.sizes(), dst.scalar_type(), dst.device().index());
+      Engine::get().upload(*slot_of(staged), host.data_ptr(), to_hlo(dst.scalar_type()));
+      run_simple("aten::copy", {dst, staged}, &dst);
+      return dst;
+    }
+    // device -> host
+    at::Tensor host = to_cpu(self);
+    const_cast<at::Tensor&>(dst).copy_(host);
+    return dst;
+  });
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) const_cast<at::Tensor&>(dst).resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  return translate_errors("aten::_local_scalar_dense", [&] { return to_cpu(self).item(); });
+}
+
+// ---------------------------------------------------------------- fallback
+
+bool fallback_is_error() {
+  const char* v = std::getenv("TORCH_PJRT_FALLBACK");
+  return v && std::string(v) == "error";
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::string name = full_name(op.schema().operator_name());
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "The operator '", name,
+                              "' has no tpu lowering, and TORCH_PJRT_FALLBACK=error forbids the CPU fallback.");
+  {
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    std::lock_guard<std::mutex> g(mu);
+    if (warned.insert(name).second)
+      TORCH_WARN("torch_pjrt: '", name, "' has no tpu lowering yet; it runs on the CPU (copy in, run, copy out).");
+  }
+  if (Engine::available()) Engine::get().count_fallback(name);
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- registration
+
+std::vector<std::string> register_lowered_ops() {
+  if (g_library) return g_registered;
+  g_library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  std::unordered_map<std::string, std::vector<c10::OperatorHandle>> by_base;
+  std::vector<c10::OperatorHandle> handles;
+  for (const c10::OperatorName& n : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (n.name.rfind("aten::", 0) != 0) continue;
+    auto h = c10::Dispatcher::singleton().findOp(n);
+    if (!h) continue;
+    by_base[n.name].push_back(*h);
+    handles.push_back(*h);
+  }
+  for (const auto& h : handles) {
+    const auto& schema = h.schema();
+    std::string name = full_name(schema.operator_name());
+    if (kExplicit.count(name)) continue;
+    if (h.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+    Variant variant = Variant::Functional;
+    std::string functional = name;
+    if (is_out_variant(schema)) {
+      variant = Variant::Out;
+      functional = functional_of_out(schema, by_base);
+    } else if (schema.name().back() == '_' && schema.is_mutable()) {
+      variant = Variant::InPlace;
+      auto alias = kInPlaceAliases.find(name);
+      functional = alias != kInPlaceAliases.end() ? alias->second
+                                                  : schema.name().substr(0, schema.name().size() - 1) +
+                                                        (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+    } else if (schema.is_mutable()) {
+      continue;  // ops that mutate some argument in place (batch-norm stats) need their own kernels
+    }
+    if (functional.empty()) continue;
+    lowering::LowerFn fn = lowering::find_lowering(functional);
+    if (!fn) continue;
+    static std::deque<std::string> impl_names;  // torch keeps pointers to registration names
+    impl_names.push_back(name.substr(6));
+    g_library->impl(impl_names.back().c_str(),
+                    torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweredKernel>(functional, fn, variant, schema)));
+    g_registered.push_back(name);
+  }
+  return g_registered;
+}
+
+}  // namespace torch_pjrt::glue
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace torch_pjrt::glue;
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", as_strided);
+  m.impl("view", view);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("unfold", unfold);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&torch_pjrt::glue::cpu_fallback>());
+}

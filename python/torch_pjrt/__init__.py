@@ -1,0 +1,110 @@
+"""torch_pjrt: PyTorch's native ``tpu`` device over XLA's PJRT C API.
+
+``import torch_pjrt`` (or just ``import torch``, through the autoload entry
+point) registers the ``tpu`` device. Every op on a tpu tensor runs as a
+StableHLO program on the PJRT plugin chosen by :func:`platform`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+
+from . import _platform
+from ._version_check import check_torch_version
+
+check_torch_version()
+
+if torch._C._get_privateuse1_backend_name() != "tpu":
+    torch.utils.rename_privateuse1_backend("tpu")
+
+from . import _C  # noqa: E402  (must follow the rename and the version check)
+
+_choice = _platform.choose()
+_C._configure(_choice.path)
+_C._register_ops()
+
+from . import device as _device_module  # noqa: E402
+
+torch._register_device_module("tpu", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+__all__ = [
+    "eager_mode",
+    "get_eager_mode",
+    "metrics",
+    "platform",
+    "reset_metrics",
+    "set_eager_mode",
+    "synchronize",
+]
+
+_MODES = ("strict", "debug", "fused")
+
+
+def platform() -> dict:
+    """The PJRT platform in use: its name, plugin path and why it was chosen."""
+    info = {"platform": _choice.platform, "plugin_path": _choice.path, "reason": _choice.reason}
+    info["available"] = bool(_C._is_available())
+    if info["available"]:
+        info.update(_C._platform_info())
+    else:
+        info["error"] = _C._load_error()
+    return info
+
+
+def set_eager_mode(mode: str) -> None:
+    """Sets the eager mode: ``"strict"`` (async, default), ``"debug"`` (sync per op) or ``"fused"``."""
+    if mode not in _MODES:
+        raise ValueError(f"eager mode must be one of {_MODES}, got {mode!r}")
+    if mode == "fused":
+        raise NotImplementedError("torch_pjrt: the 'fused' eager mode is not implemented yet; use 'strict' or 'debug'")
+    _C._set_mode(mode)
+
+
+def get_eager_mode() -> str:
+    return _C._get_mode()
+
+
+@contextlib.contextmanager
+def eager_mode(mode: str):
+    """Runs the body in ``mode`` and restores the previous mode afterwards."""
+    previous = get_eager_mode()
+    set_eager_mode(mode)
+    try:
+        yield
+    finally:
+        _C._set_mode(previous)
+
+
+def metrics() -> dict:
+    """Counters since the last reset: compiles, cache_hits, executions, syncs, compile_seconds, fallback_ops."""
+    return _C._metrics()
+
+
+def reset_metrics() -> None:
+    _C._reset_metrics()
+
+
+def synchronize() -> None:
+    """Waits for all queued work and raises any error it hit."""
+    _C._synchronize()
+
+
+def _mode_from_env() -> str | None:
+    if os.environ.get("TORCH_TPU_LAUNCH_BLOCKING") == "1":
+        return "debug"
+    if os.environ.get("TORCH_TPU_DEFER_AND_FUSE") == "1":
+        return "fused"
+    return os.environ.get("TORCH_PJRT_EAGER_MODE") or None
+
+
+_env_mode = _mode_from_env()
+if _env_mode and _C._is_available():
+    set_eager_mode(_env_mode)
+
+
+def _autoload() -> None:
+    """Entry point for torch's device-backend autoload (importing is enough)."""

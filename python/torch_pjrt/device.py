@@ -1,0 +1,203 @@
+"""``torch.tpu``: the device module of the tpu backend."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import sys
+import types
+
+import torch
+
+from . import _C
+
+
+def is_available() -> bool:
+    return bool(_C._is_available()) and _C._device_count() > 0
+
+
+def device_count() -> int:
+    return int(_C._device_count())
+
+
+def current_device() -> int:
+    return int(_C._current_device())
+
+
+def set_device(device) -> None:
+    _C._set_device(_index(device))
+
+
+def _index(device) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    return current_device() if d.index is None else d.index
+
+
+@contextlib.contextmanager
+def device(d):
+    """Context manager that makes ``d`` the current tpu device."""
+    previous = current_device()
+    set_device(d)
+    try:
+        yield
+    finally:
+        set_device(previous)
+
+
+def synchronize(device=None) -> None:
+    _C._synchronize()
+
+
+def is_initialized() -> bool:
+    return is_available()
+
+
+def _lazy_init() -> None:
+    if not is_available():
+        raise RuntimeError(f"tpu device unavailable: {_C._load_error()}")
+
+
+def init() -> None:
+    _lazy_init()
+
+
+def manual_seed(seed: int) -> None:
+    _C._manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+manual_seed_all = manual_seed
+
+
+def seed() -> None:
+    import random
+
+    manual_seed(random.getrandbits(63))
+
+
+seed_all = seed
+
+
+def initial_seed() -> int:
+    return default_generators[current_device()].initial_seed()
+
+
+def get_rng_state(device="tpu") -> torch.Tensor:
+    return _C._default_generator(_index(device)).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device="tpu") -> None:
+    _C._default_generator(_index(device)).set_state(new_state)
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states) -> None:
+    for i, s in enumerate(states):
+        set_rng_state(s, i)
+
+
+class _Generators:
+    def __getitem__(self, i: int) -> torch.Generator:
+        return _C._default_generator(i)
+
+    def __len__(self) -> int:
+        return device_count()
+
+
+default_generators = _Generators()
+
+
+def memory_allocated(device=None) -> int:
+    return int(_C._memory_allocated(_index(device)))
+
+
+def max_memory_allocated(device=None) -> int:
+    return int(_C._max_memory_allocated(_index(device)))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def memory_reserved(device=None) -> int:
+    return memory_allocated(device)
+
+
+def empty_cache() -> None:
+    pass
+
+
+def get_amp_supported_dtype():
+    return [torch.float16, torch.bfloat16]
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def get_device_name(device=None) -> str:
+    from . import platform
+
+    info = platform()
+    return f"{info.get('platform_name', 'pjrt')} ({info.get('platform')})"
+
+
+# ---- eager modes, with the names Google's TorchTPU uses
+
+
+class EagerMode(enum.Enum):
+    DEFER_NEVER = "strict"
+    DEFER_AND_FUSE = "fused"
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = "debug"
+
+
+def _mode_name(mode) -> str:
+    return mode.value if isinstance(mode, EagerMode) else str(mode)
+
+
+class _ModeScope:
+    """Sets the mode at once; as a context manager, restores the old one on exit."""
+
+    def __init__(self, mode):
+        from . import get_eager_mode, set_eager_mode
+
+        self._previous = get_eager_mode()
+        set_eager_mode(_mode_name(mode))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_mode(self._previous)
+        return False
+
+
+def set_eager_mode(mode) -> _ModeScope:
+    return _ModeScope(mode)
+
+
+def get_eager_mode() -> EagerMode:
+    from . import get_eager_mode as _get
+
+    return EagerMode(_get())
+
+
+class _DeviceModule(types.ModuleType):
+    @property
+    def eager_mode(self) -> EagerMode:
+        return get_eager_mode()
+
+    @eager_mode.setter
+    def eager_mode(self, mode) -> None:
+        from . import set_eager_mode as _set
+
+        _set(_mode_name(mode))
+
+
+sys.modules[__name__].__class__ = _DeviceModule

@@ -1,0 +1,714 @@
+// Numeric checks on the CPU plugin for the shape and indexing lowerings, a
+// golden text for index_select, and the index range checks. Every expected
+// value below is worked out by hand from PyTorch's documented semantics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "harness.h"
+
+namespace torch_pjrt {
+namespace {
+
+using hlo::Dims;
+using hlo::DType;
+using hlo::Value;
+using testing::Arg;
+
+const double kNaN = std::nan("");
+
+// One host array fed to a program parameter.
+struct Host {
+  DType dtype;
+  Dims dims;
+  std::vector<uint8_t> bytes;
+};
+template <typename T>
+Host host(DType t, Dims dims, const std::vector<T>& v) {
+  Host h{t, std::move(dims), std::vector<uint8_t>(v.size() * sizeof(T))};
+  if (!v.empty()) std::memcpy(h.bytes.data(), v.data(), h.bytes.size());
+  return h;
+}
+Host f32(Dims d, std::vector<float> v) { return host(DType::F32, std::move(d), v); }
+Host f64(Dims d, std::vector<double> v) { return host(DType::F64, std::move(d), v); }
+Host i64(Dims d, std::vector<int64_t> v) { return host(DType::I64, std::move(d), v); }
+Host i32(Dims d, std::vector<int32_t> v) { return host(DType::I32, std::move(d), v); }
+Host bools(Dims d, std::vector<uint8_t> v) { return host(DType::Bool, std::move(d), v); }
+// 0, 1, 2, ... as float32 of shape d.
+Host arange(Dims d) {
+  std::vector<float> v(hlo::TensorType{DType::F32, d}.numel());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  return f32(std::move(d), v);
+}
+
+struct Output {
+  DType dtype;
+  Dims dims;
+  std::vector<double> v;
+};
+
+// A program under construction: parameters are declared with their host data.
+struct Prog {
+  hlo::Builder b;
+  std::vector<Host> inputs;
+  Value in(Host h) {
+    inputs.push_back(h);
+    return b.parameter({h.dtype, h.dims});
+  }
+  Arg t(Host h) { return Arg::tensor(in(std::move(h))); }
+  Arg scalar(double v) { return Arg::scalar(in(f64({}, {v}))); }
+  Arg ints(std::vector<int64_t> v) { return Arg::integers(std::move(v)); }
+};
+
+double to_double(const uint8_t* p, DType t) {
+  switch (t) {
+    case DType::Bool:
+    case DType::U8: return *p;
+    case DType::I8: return *reinterpret_cast<const int8_t*>(p);
+    case DType::I16: return *reinterpret_cast<const int16_t*>(p);
+    case DType::I32: return *reinterpret_cast<const int32_t*>(p);
+    case DType::I64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case DType::F32: return *reinterpret_cast<const float*>(p);
+    case DType::F64: return *reinterpret_cast<const double*>(p);
+    default: throw std::runtime_error("unsupported output dtype in test");
+  }
+}
+
+struct Result {
+  std::vector<Output> outs;  // the op's results
+  std::vector<bool> checks;  // its runtime checks: true = failed
+  std::vector<std::string> messages;
+  std::string text;
+};
+
+// Lowers `op` with `args`, returns its results plus its checks as extra
+// program results, compiled and run on the CPU plugin.
+Result run_op(Prog& p, const std::string& op, std::vector<Arg> args) {
+  auto fn = lowering::find_lowering(op);
+  if (!fn) throw std::runtime_error("no lowering for " + op);
+  lowering::Context cx(p.b, std::move(args), op);
+  std::vector<Value> outs = fn(cx);
+  std::vector<Value> all = outs;
+  for (const auto& c : cx.checks()) all.push_back(c.failed);
+  p.b.set_results(all);
+  Result r;
+  r.text = p.b.module_text();
+  auto exe = testing::client().compile(r.text, 0);
+  std::vector<runtime::BufferPtr> bufs;
+  std::vector<PJRT_Buffer*> raw;
+  for (const Host& h : p.inputs) {
+    bufs.push_back(testing::client().from_host(h.bytes.data(), h.dtype, h.dims, 0));
+    raw.push_back(bufs.back()->get());
+  }
+  auto res = exe->execute(raw);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& type = all[i].type;
+    std::vector<uint8_t> bytes(type.numel() * hlo::byte_size(type.dtype));
+    if (!bytes.empty()) res[i]->to_host(bytes.data(), bytes.size());
+    std::vector<double> v;
+    for (size_t k = 0; k < bytes.size(); k += hlo::byte_size(type.dtype)) v.push_back(to_double(&bytes[k], type.dtype));
+    if (i < outs.size()) {
+      r.outs.push_back({type.dtype, type.dims, v});
+    } else {
+      r.checks.push_back(v.at(0) != 0);
+      r.messages.push_back(cx.checks()[i - outs.size()].message);
+    }
+  }
+  return r;
+}
+
+bool any_failed(const Result& r) {
+  for (bool c : r.checks)
+    if (c) return true;
+  return false;
+}
+
+void expect_values(const Output& o, DType dtype, const Dims& dims, const std::vector<double>& want) {
+  EXPECT_EQ(o.dtype, dtype);
+  EXPECT_EQ(o.dims, dims);
+  ASSERT_EQ(o.v.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(o.v[i])) << "at " << i;
+    else EXPECT_NEAR(o.v[i], want[i], 1e-5) << "at " << i;
+  }
+}
+
+// ---- cat
+
+TEST(ShapeCat, PromotesAndSkipsLegacyEmpty) {
+  Prog p;
+  auto r = run_op(p, "aten::cat",
+                  {Arg::tensor_list({p.in(f32({2, 2}, {1, 2, 3, 4})), p.in(f32({0}, {})), p.in(i64({1, 2}, {5, 6}))}),
+                   Arg::integer(0)});
+  expect_values(r.outs[0], DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6});
+}
+
+TEST(ShapeCat, NegativeDimAndIntPromotion) {
+  Prog p;
+  auto r = run_op(p, "aten::cat",
+                  {Arg::tensor_list({p.in(i32({2, 1}, {1, 2})), p.in(i64({2, 2}, {3, 4, 5, 6}))}), Arg::integer(-1)});
+  expect_values(r.outs[0], DType::I64, {2, 3}, {1, 3, 4, 2, 5, 6});
+}
+
+TEST(ShapeCat, MismatchedSizesFail) {
+  Prog p;
+  EXPECT_THROW(run_op(p, "aten::cat",
+                      {Arg::tensor_list({p.in(arange({2, 2})), p.in(arange({2, 3}))}), Arg::integer(0)}),
+               lowering::LoweringError);
+}
+
+// ---- padding, flip, roll, triangles, repeat
+
+TEST(ShapePad, PositivePads) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::constant_pad_nd", {p.t(f32({2, 2}, {1, 2, 3, 4})), p.ints({1, 0}), p.scalar(9)});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {9, 1, 2, 9, 3, 4});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::constant_pad_nd", {p.t(f32({2, 2}, {1, 2, 3, 4})), p.ints({0, 1, 1, 0}), p.scalar(9)});
+    expect_values(r.outs[0], DType::F32, {3, 3}, {9, 9, 9, 1, 2, 9, 3, 4, 9});
+  }
+}
+
+TEST(ShapePad, NegativePadsCrop) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::constant_pad_nd", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), p.ints({-1, 1}), p.scalar(0)});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {2, 3, 0, 5, 6, 0});
+  }
+  {
+    Prog p;  // [9 9 1 2 3] with the last two dropped
+    auto r = run_op(p, "aten::constant_pad_nd", {p.t(i64({1, 3}, {1, 2, 3})), p.ints({2, -2}), p.scalar(9)});
+    expect_values(r.outs[0], DType::I64, {1, 3}, {9, 9, 1});
+  }
+  {
+    Prog p;  // [1 2 3 9 9] with the first four dropped: the crop reaches into the padding
+    auto r = run_op(p, "aten::constant_pad_nd", {p.t(f32({1, 3}, {1, 2, 3})), p.ints({-4, 2}), p.scalar(9)});
+    expect_values(r.outs[0], DType::F32, {1, 1}, {9});
+  }
+}
+
+TEST(ShapeFlip, Dims) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::flip", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), p.ints({-1})});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {3, 2, 1, 6, 5, 4});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::flip", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), p.ints({0, 1})});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {6, 5, 4, 3, 2, 1});
+  }
+}
+
+TEST(ShapeRoll, AlongDimsAndFlattened) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::roll", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), p.ints({1}), p.ints({1})});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {3, 1, 2, 6, 4, 5});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::roll", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), p.ints({-1}), p.ints({})});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {2, 3, 4, 5, 6, 1});
+  }
+  {
+    Prog p;  // rows swap, then columns roll by 4 = 1 (mod 3)
+    auto r = run_op(p, "aten::roll", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), p.ints({1, 4}), p.ints({0, 1})});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {6, 4, 5, 3, 1, 2});
+  }
+}
+
+TEST(ShapeTriangle, TrilTriu) {
+  std::vector<float> m{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  {
+    Prog p;
+    auto r = run_op(p, "aten::tril", {p.t(f32({3, 3}, m)), Arg::integer(0)});
+    expect_values(r.outs[0], DType::F32, {3, 3}, {1, 0, 0, 4, 5, 0, 7, 8, 9});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::tril", {p.t(f32({3, 3}, m)), Arg::integer(-1)});
+    expect_values(r.outs[0], DType::F32, {3, 3}, {0, 0, 0, 4, 0, 0, 7, 8, 0});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::triu", {p.t(f32({3, 3}, m)), Arg::integer(1)});
+    expect_values(r.outs[0], DType::F32, {3, 3}, {0, 2, 3, 0, 0, 6, 0, 0, 0});
+  }
+  {
+    Prog p;  // batched, non-square
+    auto r = run_op(p, "aten::triu", {p.t(i64({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})), Arg::integer(0)});
+    expect_values(r.outs[0], DType::I64, {2, 2, 3}, {1, 2, 3, 0, 5, 6, 7, 8, 9, 0, 11, 12});
+  }
+}
+
+TEST(ShapeRepeat, TilesAndAddsLeadingDims) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::repeat", {p.t(f32({2}, {1, 2})), p.ints({2, 3})});
+    expect_values(r.outs[0], DType::F32, {2, 6}, {1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::repeat", {p.t(f32({2, 1}, {1, 2})), p.ints({2, 2})});
+    expect_values(r.outs[0], DType::F32, {4, 2}, {1, 1, 2, 2, 1, 1, 2, 2});
+  }
+}
+
+// ---- index_select
+
+TEST(ShapeIndexSelect, Golden) {
+  hlo::Builder b;
+  Value x = b.parameter({DType::F32, {3, 4}});
+  Value idx = b.parameter({DType::I64, {2}});
+  lowering::Context cx(b, {Arg::tensor(x), Arg::integer(0), Arg::tensor(idx)}, "aten::index_select");
+  auto outs = lowering::find_lowering("aten::index_select")(cx);
+  ASSERT_EQ(cx.checks().size(), 1u);
+  EXPECT_EQ(cx.checks()[0].message, "aten::index_select: index out of range in self (dimension 0 with size 3)");
+  b.set_results({outs[0], cx.checks()[0].failed});
+  EXPECT_EQ(b.module_text(),
+            "module @torch_pjrt {\n"
+            "  func.func public @main(%0: tensor<3x4xf32>, %1: tensor<2xi64>) -> (tensor<2x4xf32>, tensor<i1>) {\n"
+            "    %2 = \"stablehlo.constant\"() {value = dense<0> : tensor<i64>} : () -> tensor<i64>\n"
+            "    %3 = \"stablehlo.constant\"() {value = dense<3> : tensor<i64>} : () -> tensor<i64>\n"
+            "    %4 = \"stablehlo.broadcast_in_dim\"(%2) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> tensor<2xi64>\n"
+            "    %5 = \"stablehlo.compare\"(%1, %4) {comparison_direction = #stablehlo<comparison_direction LT>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
+            "    %6 = \"stablehlo.broadcast_in_dim\"(%3) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> tensor<2xi64>\n"
+            "    %7 = \"stablehlo.compare\"(%1, %6) {comparison_direction = #stablehlo<comparison_direction GE>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
+            "    %8 = \"stablehlo.or\"(%5, %7) : (tensor<2xi1>, tensor<2xi1>) -> tensor<2xi1>\n"
+            "    %9 = \"stablehlo.constant\"() {value = dense<false> : tensor<i1>} : () -> tensor<i1>\n"
+            "    %10 = \"stablehlo.reduce\"(%8, %9) ({\n"
+            "    ^bb0(%11: tensor<i1>, %12: tensor<i1>):\n"
+            "      %13 = \"stablehlo.or\"(%11, %12) : (tensor<i1>, tensor<i1>) -> tensor<i1>\n"
+            "      \"stablehlo.return\"(%13) : (tensor<i1>) -> ()\n"
+            "    }) {dimensions = array<i64: 0>} : (tensor<2xi1>, tensor<i1>) -> tensor<i1>\n"
+            "    %14 = \"stablehlo.reshape\"(%1) : (tensor<2xi64>) -> tensor<2x1xi64>\n"
+            "    %15 = \"stablehlo.gather\"(%0, %14) {dimension_numbers = #stablehlo.gather<offset_dims = [1], "
+            "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, "
+            "slice_sizes = array<i64: 1, 4>} : (tensor<3x4xf32>, tensor<2x1xi64>) -> tensor<2x4xf32>\n"
+            "    \"func.return\"(%15, %10) : (tensor<2x4xf32>, tensor<i1>) -> ()\n"
+            "  }\n"
+            "}\n");
+}
+
+TEST(ShapeIndexSelect, Columns) {
+  Prog p;
+  auto r = run_op(p, "aten::index_select", {p.t(arange({3, 4})), Arg::integer(1), p.t(i64({3}, {3, 0, 3}))});
+  expect_values(r.outs[0], DType::F32, {3, 3}, {3, 0, 3, 7, 4, 7, 11, 8, 11});
+  EXPECT_FALSE(any_failed(r));
+}
+
+TEST(ShapeIndexSelect, Int32IndexAndIntData) {
+  Prog p;
+  auto r = run_op(p, "aten::index_select",
+                  {p.t(i64({3, 2}, {10, 11, 20, 21, 30, 31})), Arg::integer(0), p.t(i32({2}, {2, 1}))});
+  expect_values(r.outs[0], DType::I64, {2, 2}, {30, 31, 20, 21});
+  EXPECT_FALSE(any_failed(r));
+}
+
+TEST(ShapeIndexSelect, OutOfRangeAndNegativeIndicesFailTheCheck) {
+  for (int64_t bad : {3, -1}) {
+    Prog p;
+    auto r = run_op(p, "aten::index_select", {p.t(arange({3, 4})), Arg::integer(0), p.t(i64({2}, {0, bad}))});
+    ASSERT_EQ(r.checks.size(), 1u);
+    EXPECT_TRUE(r.checks[0]) << "index " << bad;
+  }
+}
+
+// ---- gather / scatter
+
+TEST(ShapeGather, AlongDims) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::gather", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), Arg::integer(1),
+                                        p.t(i64({2, 2}, {0, 0, 2, 1})), Arg::boolean(false)});
+    expect_values(r.outs[0], DType::F32, {2, 2}, {1, 1, 6, 5});
+    EXPECT_FALSE(any_failed(r));
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::gather", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), Arg::integer(0),
+                                        p.t(i64({1, 3}, {1, 0, 1})), Arg::boolean(false)});
+    expect_values(r.outs[0], DType::F32, {1, 3}, {4, 2, 6});
+    EXPECT_FALSE(any_failed(r));
+  }
+}
+
+TEST(ShapeGather, OutOfRangeFailsTheCheck) {
+  for (int64_t bad : {3, -1}) {
+    Prog p;
+    auto r = run_op(p, "aten::gather", {p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6})), Arg::integer(1),
+                                        p.t(i64({2, 1}, {0, bad})), Arg::boolean(false)});
+    EXPECT_TRUE(any_failed(r)) << "index " << bad;
+    EXPECT_NE(r.messages[0].find("aten::gather"), std::string::npos);
+  }
+}
+
+TEST(ShapeScatter, SrcUsesOnlyTheIndexedPart) {
+  Prog p;
+  auto r = run_op(p, "aten::scatter.src", {p.t(f32({2, 3}, {0, 0, 0, 0, 0, 0})), Arg::integer(1),
+                                           p.t(i64({2, 2}, {2, 0, 1, 2})), p.t(f32({2, 3}, {1, 2, 3, 4, 5, 6}))});
+  expect_values(r.outs[0], DType::F32, {2, 3}, {2, 0, 1, 0, 4, 5});
+  EXPECT_FALSE(any_failed(r));
+}
+
+TEST(ShapeScatter, Value) {
+  Prog p;
+  auto r = run_op(p, "aten::scatter.value",
+                  {p.t(f32({3}, {1, 1, 1})), Arg::integer(0), p.t(i64({2}, {0, 2})), p.scalar(7)});
+  expect_values(r.outs[0], DType::F32, {3}, {7, 1, 7});
+}
+
+TEST(ShapeScatter, AddAndMultiply) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::scatter_add",
+                    {p.t(f32({3}, {1, 1, 1})), Arg::integer(0), p.t(i64({3}, {0, 0, 2})), p.t(f32({3}, {1, 2, 3}))});
+    expect_values(r.outs[0], DType::F32, {3}, {4, 1, 4});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::scatter.reduce", {p.t(f32({3}, {2, 2, 2})), Arg::integer(0), p.t(i64({3}, {0, 0, 2})),
+                                                p.t(f32({3}, {3, 4, 5})), Arg::string("multiply")});
+    expect_values(r.outs[0], DType::F32, {3}, {24, 2, 10});
+  }
+}
+
+TEST(ShapeScatter, OutOfRangeFailsTheCheck) {
+  Prog p;
+  auto r = run_op(p, "aten::scatter_add",
+                  {p.t(f32({3}, {1, 1, 1})), Arg::integer(0), p.t(i64({2}, {0, 3})), p.t(f32({2}, {1, 2}))});
+  EXPECT_TRUE(any_failed(r));
+}
+
+// self {1, 2, 3, 4}, index {0, 0, 2, 2}, src {5, 6, 7, -8}.
+std::vector<double> scatter_reduce(const std::string& how, bool include_self, DType t = DType::F32) {
+  Prog p;
+  Host self = t == DType::F32 ? f32({4}, {1, 2, 3, 4}) : i64({4}, {1, 2, 3, 4});
+  Host src = t == DType::F32 ? f32({4}, {5, 6, 7, -8}) : i64({4}, {5, 6, 7, -8});
+  auto r = run_op(p, "aten::scatter_reduce.two", {p.t(self), Arg::integer(0), p.t(i64({4}, {0, 0, 2, 2})), p.t(src),
+                                                  Arg::string(how), Arg::boolean(include_self)});
+  EXPECT_EQ(r.outs[0].dtype, t);
+  return r.outs[0].v;
+}
+
+TEST(ShapeScatter, ReduceTwo) {
+  using D = std::vector<double>;
+  EXPECT_EQ(scatter_reduce("sum", true), (D{12, 2, 2, 4}));
+  EXPECT_EQ(scatter_reduce("sum", false), (D{11, 2, -1, 4}));
+  EXPECT_EQ(scatter_reduce("prod", false), (D{30, 2, -56, 4}));
+  EXPECT_EQ(scatter_reduce("amax", true), (D{6, 2, 7, 4}));
+  EXPECT_EQ(scatter_reduce("amax", false), (D{6, 2, 7, 4}));
+  EXPECT_EQ(scatter_reduce("amin", true), (D{1, 2, -8, 4}));
+  EXPECT_EQ(scatter_reduce("amin", false), (D{5, 2, -8, 4}));
+  D mean_in = scatter_reduce("mean", true);
+  EXPECT_NEAR(mean_in[0], 4, 1e-6);  // (1 + 5 + 6) / 3
+  EXPECT_NEAR(mean_in[2], 2.0 / 3, 1e-6);  // (3 + 7 - 8) / 3
+  EXPECT_EQ(mean_in[1], 2);
+  EXPECT_EQ(scatter_reduce("mean", false), (D{5.5, 2, -0.5, 4}));
+  // Integer mean floors: 11 / 2 -> 5, -1 / 2 -> -1.
+  EXPECT_EQ(scatter_reduce("mean", false, DType::I64), (D{5, 2, -1, 4}));
+}
+
+TEST(ShapeIndexAdd, WithAlphaAlongRowsAndColumns) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::index_add", {p.t(f32({3, 2}, {1, 1, 1, 1, 1, 1})), Arg::integer(0),
+                                           p.t(i64({3}, {0, 2, 0})), p.t(f32({3, 2}, {1, 2, 3, 4, 5, 6})), p.scalar(2)});
+    expect_values(r.outs[0], DType::F32, {3, 2}, {13, 17, 1, 1, 7, 9});
+    EXPECT_FALSE(any_failed(r));
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::index_add", {p.t(f32({2, 3}, {0, 0, 0, 0, 0, 0})), Arg::integer(1),
+                                           p.t(i64({2}, {2, 0})), p.t(f32({2, 2}, {1, 2, 3, 4})), p.scalar(1)});
+    expect_values(r.outs[0], DType::F32, {2, 3}, {2, 0, 1, 4, 0, 3});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::index_add", {p.t(f32({3}, {0, 0, 0})), Arg::integer(0), p.t(i64({1}, {-1})),
+                                           p.t(f32({1}, {1})), p.scalar(1)});
+    EXPECT_TRUE(any_failed(r));
+  }
+}
+
+// ---- advanced indexing
+
+// x[indices] where `present` marks the list positions that hold a tensor.
+Result index_op(Prog& p, Host self, std::vector<Host> idx, std::vector<int64_t> present) {
+  Value x = p.in(std::move(self));
+  std::vector<Value> vs;
+  for (auto& h : idx) vs.push_back(p.in(std::move(h)));
+  Arg list = Arg::tensor_list(vs);
+  list.ints = std::move(present);
+  return run_op(p, "aten::index.Tensor", {Arg::tensor(x), list});
+}
+
+TEST(ShapeIndex, LeadingDim) {
+  Prog p;
+  auto r = index_op(p, arange({3, 4}), {i64({2}, {2, 0})}, {1});
+  expect_values(r.outs[0], DType::F32, {2, 4}, {8, 9, 10, 11, 0, 1, 2, 3});
+  EXPECT_FALSE(any_failed(r));
+}
+
+TEST(ShapeIndex, NoneThenNegativeIndex) {
+  Prog p;
+  auto r = index_op(p, arange({3, 4}), {i64({2}, {-1, 1})}, {0, 1});
+  expect_values(r.outs[0], DType::F32, {3, 2}, {3, 1, 7, 5, 11, 9});
+  EXPECT_FALSE(any_failed(r));
+}
+
+TEST(ShapeIndex, PointsAndBroadcast) {
+  {
+    Prog p;
+    auto r = index_op(p, arange({3, 4}), {i64({2}, {0, 2}), i64({2}, {1, -1})}, {1, 1});
+    expect_values(r.outs[0], DType::F32, {2}, {1, 11});
+  }
+  {
+    Prog p;  // [[0], [2]] with [1, 3] -> 2x2 grid of x[r, c]
+    auto r = index_op(p, arange({3, 4}), {i64({2, 1}, {0, 2}), i32({2}, {1, 3})}, {1, 1});
+    expect_values(r.outs[0], DType::F32, {2, 2}, {1, 3, 9, 11});
+  }
+}
+
+TEST(ShapeIndex, NonAdjacentIndicesGoFirst) {
+  Prog p;  // y[[0, 1], :, [3, 0]] -> rows y[0, :, 3] and y[1, :, 0]
+  auto r = index_op(p, arange({2, 3, 4}), {i64({2}, {0, 1}), i64({2}, {3, 0})}, {1, 0, 1});
+  expect_values(r.outs[0], DType::F32, {2, 3}, {3, 7, 11, 12, 16, 20});
+}
+
+TEST(ShapeIndex, AdjacentIndicesStayInPlace) {
+  {
+    Prog p;  // y[:, [2, 0], [1, 1]] -> [y[a, 2, 1], y[a, 0, 1]] for a = 0, 1
+    auto r = index_op(p, arange({2, 3, 4}), {i64({2}, {2, 0}), i64({2}, {1, 1})}, {0, 1, 1});
+    expect_values(r.outs[0], DType::F32, {2, 2}, {9, 1, 21, 13});
+  }
+  {
+    Prog p;  // y[:, [1]] keeps the trailing dim
+    auto r = index_op(p, arange({2, 3, 4}), {i64({1}, {1})}, {0, 1});
+    expect_values(r.outs[0], DType::F32, {2, 1, 4}, {4, 5, 6, 7, 16, 17, 18, 19});
+  }
+}
+
+TEST(ShapeIndex, RangeCheckAllowsNegativeWrap) {
+  auto failed = [](int64_t i) {
+    Prog p;
+    return any_failed(index_op(p, arange({3, 4}), {i64({1}, {i})}, {1}));
+  };
+  EXPECT_FALSE(failed(2));
+  EXPECT_FALSE(failed(-3));
+  EXPECT_TRUE(failed(3));
+  EXPECT_TRUE(failed(-4));
+}
+
+TEST(ShapeIndex, BoolMaskIsRefused) {
+  Prog p;
+  EXPECT_THROW(index_op(p, arange({3}), {bools({3}, {1, 0, 1})}, {1}), lowering::LoweringError);
+}
+
+Result index_put_op(Prog& p, Host self, std::vector<Host> idx, std::vector<int64_t> present, Host values,
+                    bool accumulate) {
+  Value x = p.in(std::move(self));
+  std::vector<Value> vs;
+  for (auto& h : idx) vs.push_back(p.in(std::move(h)));
+  Arg list = Arg::tensor_list(vs);
+  list.ints = std::move(present);
+  Value v = p.in(std::move(values));
+  return run_op(p, "aten::index_put", {Arg::tensor(x), list, Arg::tensor(v), Arg::boolean(accumulate)});
+}
+
+TEST(ShapeIndexPut, AccumulateSumsDuplicates) {
+  Prog p;
+  auto r = index_put_op(p, f32({3}, {1, 2, 3}), {i64({3}, {0, 2, 0})}, {1}, f32({3}, {10, 20, 30}), true);
+  expect_values(r.outs[0], DType::F32, {3}, {41, 2, 23});
+  EXPECT_FALSE(any_failed(r));
+}
+
+TEST(ShapeIndexPut, ReplaceWithNegativeIndex) {
+  Prog p;
+  auto r = index_put_op(p, f32({3}, {1, 2, 3}), {i64({2}, {2, -3})}, {1}, f32({2}, {7, 8}), false);
+  expect_values(r.outs[0], DType::F32, {3}, {8, 2, 7});
+}
+
+TEST(ShapeIndexPut, BroadcastValueAndTwoIndices) {
+  {
+    Prog p;  // x[:, [1]] = 5
+    auto r = index_put_op(p, f32({2, 3}, {0, 0, 0, 0, 0, 0}), {i64({1}, {1})}, {0, 1}, f32({}, {5}), false);
+    expect_values(r.outs[0], DType::F32, {2, 3}, {0, 5, 0, 0, 5, 0});
+  }
+  {
+    Prog p;  // x[[1, 0], [2, 2]] += [1, 2]
+    auto r = index_put_op(p, i64({2, 3}, {0, 0, 0, 0, 0, 0}), {i64({2}, {1, 0}), i64({2}, {2, 2})}, {1, 1},
+                          i64({2}, {1, 2}), true);
+    expect_values(r.outs[0], DType::I64, {2, 3}, {0, 0, 2, 0, 0, 1});
+  }
+}
+
+TEST(ShapeIndexPut, OutOfRangeFailsTheCheck) {
+  Prog p;
+  auto r = index_put_op(p, f32({3}, {1, 2, 3}), {i64({1}, {5})}, {1}, f32({1}, {1}), false);
+  EXPECT_TRUE(any_failed(r));
+}
+
+// ---- embedding backward
+
+// indices {1, 0, 1}; grad rows {1, 2}, {3, 4}, {5, 6}; 4 weights.
+Result embedding_backward(int64_t padding_idx, bool scale, Dims idx_dims = {3}) {
+  Prog p;
+  Dims gdims = idx_dims;
+  gdims.push_back(2);
+  return run_op(p, "aten::embedding_dense_backward",
+                {p.t(f32(gdims, {1, 2, 3, 4, 5, 6})), p.t(i64(idx_dims, {1, 0, 1})), Arg::integer(4),
+                 Arg::integer(padding_idx), Arg::boolean(scale)});
+}
+
+TEST(ShapeEmbeddingBackward, SumsRows) {
+  auto r = embedding_backward(-1, false);
+  expect_values(r.outs[0], DType::F32, {4, 2}, {3, 4, 6, 8, 0, 0, 0, 0});
+  EXPECT_FALSE(any_failed(r));
+  expect_values(embedding_backward(-1, false, {1, 3}).outs[0], DType::F32, {4, 2}, {3, 4, 6, 8, 0, 0, 0, 0});
+}
+
+TEST(ShapeEmbeddingBackward, SkipsPaddingIdx) {
+  expect_values(embedding_backward(1, false).outs[0], DType::F32, {4, 2}, {3, 4, 0, 0, 0, 0, 0, 0});
+}
+
+TEST(ShapeEmbeddingBackward, ScaleGradByFreq) {
+  // Row 1 is hit twice: (1 + 5) / 2, (2 + 6) / 2.
+  expect_values(embedding_backward(-1, true).outs[0], DType::F32, {4, 2}, {3, 4, 3, 4, 0, 0, 0, 0});
+}
+
+// ---- sort / topk
+
+TEST(ShapeSort, NaNIsLargestAndSortIsStable) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::sort", {p.t(f32({5}, {3, float(kNaN), 1, 2, 1})), Arg::integer(-1), Arg::boolean(false)});
+    expect_values(r.outs[0], DType::F32, {5}, {1, 1, 2, 3, kNaN});
+    expect_values(r.outs[1], DType::I64, {5}, {2, 4, 3, 0, 1});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::sort.stable", {p.t(f32({5}, {3, float(kNaN), 1, 2, 1})), Arg::boolean(true),
+                                             Arg::integer(0), Arg::boolean(true)});
+    expect_values(r.outs[0], DType::F32, {5}, {kNaN, 3, 2, 1, 1});
+    expect_values(r.outs[1], DType::I64, {5}, {1, 0, 3, 2, 4});
+  }
+}
+
+TEST(ShapeSort, AlongDim0OfInts) {
+  Prog p;
+  auto r = run_op(p, "aten::sort", {p.t(i64({2, 2}, {4, 1, 2, 3})), Arg::integer(0), Arg::boolean(false)});
+  expect_values(r.outs[0], DType::I64, {2, 2}, {2, 1, 4, 3});
+  expect_values(r.outs[1], DType::I64, {2, 2}, {1, 0, 0, 1});
+}
+
+TEST(ShapeTopk, LargestAndSmallest) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::topk", {p.t(f32({4}, {1, 5, 3, 4})), Arg::integer(2), Arg::integer(-1),
+                                      Arg::boolean(true), Arg::boolean(true)});
+    expect_values(r.outs[0], DType::F32, {2}, {5, 4});
+    expect_values(r.outs[1], DType::I64, {2}, {1, 3});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::topk", {p.t(f32({4}, {1, 5, 3, 4})), Arg::integer(2), Arg::integer(-1),
+                                      Arg::boolean(false), Arg::boolean(true)});
+    expect_values(r.outs[0], DType::F32, {2}, {1, 3});
+    expect_values(r.outs[1], DType::I64, {2}, {0, 2});
+  }
+}
+
+// ---- edge cases: scalars, empty tensors, bools
+
+TEST(ShapeEdge, IndexSelectFromEmptyDimFailsTheCheck) {
+  Prog p;
+  auto r = run_op(p, "aten::index_select", {p.t(f32({0, 2}, {})), Arg::integer(0), p.t(i64({1}, {0}))});
+  expect_values(r.outs[0], DType::F32, {1, 2}, {0, 0});
+  EXPECT_TRUE(any_failed(r));
+}
+
+TEST(ShapeEdge, GatherWithIndexSmallerThanSelf) {
+  Prog p;  // out[i][0] = x[index[i][0]][0] with x = 0..8 as 3x3
+  auto r = run_op(p, "aten::gather",
+                  {p.t(arange({3, 3})), Arg::integer(0), p.t(i64({2, 1}, {2, 0})), Arg::boolean(false)});
+  expect_values(r.outs[0], DType::F32, {2, 1}, {6, 0});
+}
+
+TEST(ShapeEdge, ZeroDimInputs) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::gather", {p.t(f32({}, {5})), Arg::integer(0), p.t(i64({}, {0})), Arg::boolean(false)});
+    expect_values(r.outs[0], DType::F32, {}, {5});
+    EXPECT_FALSE(any_failed(r));
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::index_select", {p.t(f32({}, {5})), Arg::integer(0), p.t(i64({1}, {0}))});
+    expect_values(r.outs[0], DType::F32, {}, {5});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::sort", {p.t(f32({}, {5})), Arg::integer(-1), Arg::boolean(false)});
+    expect_values(r.outs[0], DType::F32, {}, {5});
+    expect_values(r.outs[1], DType::I64, {}, {0});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::roll", {p.t(f32({}, {5})), p.ints({3}), p.ints({})});
+    expect_values(r.outs[0], DType::F32, {}, {5});
+  }
+  {
+    Prog p;  // x[1, 2] with two 0-d index tensors
+    auto r = index_op(p, arange({3, 4}), {i64({}, {1}), i64({}, {2})}, {1, 1});
+    expect_values(r.outs[0], DType::F32, {}, {6});
+  }
+}
+
+TEST(ShapeEdge, EmptyResults) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::cat", {Arg::tensor_list({p.in(f32({0}, {})), p.in(i64({0}, {}))}), Arg::integer(0)});
+    expect_values(r.outs[0], DType::F32, {0}, {});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::repeat", {p.t(f32({2}, {1, 2})), p.ints({0, 2})});
+    expect_values(r.outs[0], DType::F32, {0, 4}, {});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::constant_pad_nd", {p.t(f32({2, 2}, {1, 2, 3, 4})), p.ints({-1, -1}), p.scalar(0)});
+    expect_values(r.outs[0], DType::F32, {2, 0}, {});
+  }
+}
+
+TEST(ShapeEdge, BoolScatterAddAndSort) {
+  {
+    Prog p;
+    auto r = run_op(p, "aten::scatter_add",
+                    {p.t(bools({3}, {0, 0, 1})), Arg::integer(0), p.t(i64({2}, {1, 2})), p.t(bools({2}, {1, 1}))});
+    expect_values(r.outs[0], DType::Bool, {3}, {0, 1, 1});
+  }
+  {
+    Prog p;
+    auto r = run_op(p, "aten::sort", {p.t(bools({3}, {1, 0, 1})), Arg::integer(0), Arg::boolean(false)});
+    expect_values(r.outs[0], DType::Bool, {3}, {0, 1, 1});
+    expect_values(r.outs[1], DType::I64, {3}, {1, 0, 2});
+  }
+}
+
+TEST(ShapeEdge, OpsWithoutIndicesRegisterNoChecks) {
+  Prog p;
+  auto r = run_op(p, "aten::flip", {p.t(f32({2}, {1, 2})), p.ints({0})});
+  EXPECT_TRUE(r.checks.empty());
+}
+
+}  // namespace
+}  // namespace torch_pjrt
