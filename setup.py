@@ -29,7 +29,9 @@ class CMakeBuild(build_ext):
             raise RuntimeError("CMake did not produce the _C extension")
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy2(os.path.join(build_dir, built[0]), target)
+        # Replace atomically: a running process may have the old file mapped.
+        shutil.copy2(os.path.join(build_dir, built[0]), target + ".tmp")
+        os.replace(target + ".tmp", target)
         # Record the torch the extension was built against (checked at import).
         info = f'TORCH_VERSION = "{torch.__version__}"\n'
         for pkg_dir in {os.path.dirname(target), os.path.join(ROOT, "python", "torch_pjrt")}:

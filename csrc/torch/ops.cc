@@ -131,7 +131,7 @@ class LoweredKernel final : public c10::OperatorKernel {
         ++num_out_;
         continue;
       }
-      types_.push_back(arg_type(a.type()));
+      types_.push_back(arg_type(a.real_type()));
     }
     returns_list_ = schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;

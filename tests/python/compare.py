@@ -1,0 +1,88 @@
+"""Run the same function on CPU and on tpu and compare, values and dtypes.
+
+``check(fn, *args)`` moves every tensor in ``args`` to tpu (keeping its
+strides, so non-contiguous views stay non-contiguous), runs ``fn`` on both
+devices, and compares every tensor in the results. With ``grad=True`` the
+floating inputs require grad and the gradients are compared as well.
+"""
+
+from __future__ import annotations
+
+import torch
+
+DEVICE = torch.device("tpu")
+
+# (rtol, atol) per dtype.
+TOLERANCES = {
+    torch.float32: (1.3e-5, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+
+
+def to_device(x, device):
+    """Moves tensors (nested in lists/tuples/dicts) to ``device``, preserving strides."""
+    if isinstance(x, torch.Tensor):
+        if x.device == device:
+            return x
+        if x.is_contiguous() or x.numel() == 0:
+            y = x.detach().to(device)
+        else:  # recreate the same view: move the whole storage, then as_strided
+            storage = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
+            y = storage.to(device).as_strided(x.shape, x.stride(), x.storage_offset())
+        if x.requires_grad:
+            y = y.detach().requires_grad_(True)
+        return y
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_device(e, device) for e in x)
+    if isinstance(x, dict):
+        return {k: to_device(v, device) for k, v in x.items()}
+    return x
+
+
+def flatten(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for e in x for t in flatten(e)]
+    return [x]
+
+
+def assert_close(actual, expected, rtol=None, atol=None, msg=""):
+    a_list, e_list = flatten(actual), flatten(expected)
+    assert len(a_list) == len(e_list), f"{msg}: {len(a_list)} results vs {len(e_list)}"
+    for a, e in zip(a_list, e_list):
+        if not isinstance(e, torch.Tensor):
+            assert a == e or (a != a and e != e), f"{msg}: {a} != {e}"
+            continue
+        assert isinstance(a, torch.Tensor), f"{msg}: expected a tensor, got {type(a)}"
+        assert a.device.type == "tpu", f"{msg}: result on {a.device}, expected tpu"
+        assert a.dtype == e.dtype, f"{msg}: dtype {a.dtype} != {e.dtype}"
+        assert a.shape == e.shape, f"{msg}: shape {tuple(a.shape)} != {tuple(e.shape)}"
+        r, t = TOLERANCES.get(e.dtype, (0, 0))
+        torch.testing.assert_close(
+            a.cpu(), e, rtol=rtol if rtol is not None else r, atol=atol if atol is not None else t, equal_nan=True, msg=msg
+        )
+
+
+def check(fn, *args, grad=False, rtol=None, atol=None, **kwargs):
+    """Runs ``fn`` on CPU and tpu with the same inputs and compares the results (and gradients)."""
+    cpu_args = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) if isinstance(a, torch.Tensor) else a for a in args]
+    dev_args = [to_device(a, DEVICE) for a in cpu_args]
+    expected = fn(*cpu_args, **kwargs)
+    actual = fn(*dev_args, **kwargs)
+    assert_close(actual, expected, rtol, atol, msg=getattr(fn, "__name__", "fn"))
+    if grad:
+        outs_e = [t for t in flatten(expected) if isinstance(t, torch.Tensor) and t.requires_grad]
+        outs_a = [t for t in flatten(actual) if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not outs_e:
+            return actual
+        weights = [torch.randn(t.shape, dtype=t.dtype) for t in outs_e]
+        torch.autograd.backward(outs_e, weights)
+        torch.autograd.backward(outs_a, [w.to(DEVICE) for w in weights])
+        for ca, da in zip(cpu_args, dev_args):
+            if isinstance(ca, torch.Tensor) and ca.requires_grad:
+                assert da.grad is not None, "no gradient on tpu input"
+                assert_close(da.grad, ca.grad, rtol, atol, msg="grad")
+    return actual
