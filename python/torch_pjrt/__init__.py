@@ -7,6 +7,15 @@ StableHLO program on the PJRT plugin chosen by :func:`platform`.
 
 from __future__ import annotations
 
+
+def _autoload() -> None:
+    """Entry point for torch's device-backend autoload: importing this package is enough.
+
+    Defined before ``import torch`` because that import may itself trigger the
+    autoload while this module is still initialising.
+    """
+
+
 import contextlib
 import os
 
@@ -104,7 +113,3 @@ def _mode_from_env() -> str | None:
 _env_mode = _mode_from_env()
 if _env_mode and _C._is_available():
     set_eager_mode(_env_mode)
-
-
-def _autoload() -> None:
-    """Entry point for torch's device-backend autoload (importing is enough)."""

@@ -1,0 +1,69 @@
+"""Per-op latency of strict-mode tpu against native CPU eager, side by side.
+
+Prints a table of medians over repeated runs and ends with the line
+``op_overhead small_add_ratio=X large_matmul_ratio=Y`` (tpu time / cpu time).
+Each tpu measurement ends with a sync so queued work is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import torch_pjrt
+
+
+def per_op_seconds(fn, sync, iters: int) -> float:
+    fn()  # warm-up: compile and fill caches
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / iters
+
+
+def measure(op: str, n: int, device: str, iters: int) -> float:
+    a = torch.randn(n, n).to(device)
+    b = torch.randn(n, n).to(device)
+    fn = (lambda: a + b) if op == "add" else (lambda: a @ b)
+    sync = torch_pjrt.synchronize if device == "tpu" else (lambda: None)
+    if device == "tpu":
+        # Wait for the results too, or strict mode would time only the enqueue.
+        last = {}
+
+        def fn_tpu():
+            last["r"] = (a + b) if op == "add" else (a @ b)
+
+        def sync_tpu():
+            if "r" in last:
+                last["r"].cpu()
+
+        return per_op_seconds(fn_tpu, sync_tpu, iters)
+    return per_op_seconds(fn, sync, iters)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    cases = [("add", 16, 20000), ("matmul", 16, 20000), ("add", 2048, 40), ("matmul", 2048, 5)]
+    print(f"{'op':8} {'size':>10} {'cpu us':>10} {'tpu us':>10} {'ratio':>7}")
+    ratios = {}
+    for op, n, iters in cases:
+        cpu, tpu = [], []
+        for _ in range(args.repeats):  # interleave so machine noise hits both sides alike
+            cpu.append(measure(op, n, "cpu", iters))
+            tpu.append(measure(op, n, "tpu", iters))
+        c, t = statistics.median(cpu), statistics.median(tpu)
+        ratios[(op, n)] = t / c
+        print(f"{op:8} {f'{n}x{n}':>10} {c * 1e6:10.2f} {t * 1e6:10.2f} {t / c:7.2f}")
+    print(f"op_overhead small_add_ratio={ratios[('add', 16)]:.2f} large_matmul_ratio={ratios[('matmul', 2048)]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""The tpu device as torch sees it: device module, accelerator API, RNG, memory, save/load."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_pjrt
+
+
+def test_device_module_basics():
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() == 4  # the CPU plugin offers four devices
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(1)
+    try:
+        assert torch.tpu.current_device() == 1
+        assert torch.empty(2, device="tpu").device == torch.device("tpu", 1)
+    finally:
+        torch.tpu.set_device(0)
+    torch.tpu.synchronize()
+
+
+def test_accelerator_api():
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator().type == "tpu"
+    assert torch.accelerator.device_count() == 4
+
+
+def test_tensor_methods():
+    x = torch.arange(4.0)
+    y = x.tpu()
+    assert y.is_tpu and not x.is_tpu
+    assert y.device.type == "tpu"
+    assert torch.equal(y.cpu(), x)
+    m = torch.nn.Linear(2, 2).tpu()
+    assert m.weight.device.type == "tpu"
+
+
+def test_memory_allocated_tracks_storages():
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    x = torch.empty(1024, 1024, device="tpu")
+    assert torch.tpu.memory_allocated() - before == 4 * 1024 * 1024
+    assert torch.accelerator.memory_allocated() - before == 4 * 1024 * 1024
+    assert torch.tpu.max_memory_allocated() >= torch.tpu.memory_allocated()
+    del x
+    assert torch.tpu.memory_allocated() == before
+
+
+def test_second_device_runs_ops_and_mixing_devices_raises():
+    a = torch.arange(6.0).reshape(2, 3)
+    x = a.to("tpu:1")
+    assert x.device == torch.device("tpu", 1)
+    y = (x * 2 + 1).sum(0)
+    assert y.device == torch.device("tpu", 1)
+    assert torch.equal(y.cpu(), (a * 2 + 1).sum(0))
+    with pytest.raises(RuntimeError, match="same device"):
+        x + a.to("tpu:0")
+    z = x.to("tpu:2")  # device to device
+    assert torch.equal(z.cpu(), a)
+
+
+def test_manual_seed_reproduces_random_tensors():
+    torch.manual_seed(123)
+    a = torch.rand(100, device="tpu").cpu()
+    torch.manual_seed(123)
+    b = torch.rand(100, device="tpu").cpu()
+    assert torch.equal(a, b)
+    torch.tpu.manual_seed(7)
+    c = torch.rand(100, device="tpu").cpu()
+    assert not torch.equal(a, c)
+
+
+def test_rng_state_round_trip():
+    state = torch.tpu.get_rng_state()
+    a = torch.randn(50, device="tpu").cpu()
+    torch.tpu.set_rng_state(state)
+    b = torch.randn(50, device="tpu").cpu()
+    assert torch.equal(a, b)
+
+
+def test_save_load_round_trip():
+    x = torch.randn(3, 4).to("tpu")
+    buf = io.BytesIO()
+    torch.save({"x": x, "view": x[1:, ::2]}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    assert loaded["x"].device.type == "tpu"
+    assert torch.equal(loaded["x"].cpu(), x.cpu())
+    assert torch.equal(loaded["view"].cpu(), x[1:, ::2].cpu())
+    buf.seek(0)
+    on_cpu = torch.load(buf, map_location="cpu")
+    assert torch.equal(on_cpu["x"], x.cpu())
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=300)
+
+
+def test_import_torch_is_enough_through_autoload():
+    r = _python("import torch; x = torch.ones(2, device='tpu'); print((x + 1).cpu().tolist())")
+    assert r.returncode == 0, r.stderr
+    assert "[2.0, 2.0]" in r.stdout
+
+
+def test_autoload_can_be_disabled():
+    r = _python("import torch; torch.ones(2, device='tpu')", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert r.returncode != 0
+
+
+def test_missing_plugin_raises_clear_error_and_process_survives():
+    code = (
+        "import torch, torch_pjrt\n"
+        "assert not torch.tpu.is_available()\n"
+        "try:\n"
+        "    torch.ones(2, device='tpu')\n"
+        "except RuntimeError as e:\n"
+        "    print('ERR', e)\n"
+        "print('alive', torch.ones(2).sum().item())\n"
+    )
+    r = _python(code, TORCH_PJRT_PLATFORM="/nonexistent.so")
+    assert r.returncode == 0, r.stderr
+    assert "ERR" in r.stdout and "/nonexistent.so" in r.stdout
+    assert "alive 2.0" in r.stdout
+
+
+def test_doctor_reports_platform_and_smoke_test():
+    r = subprocess.run([sys.executable, "-m", "torch_pjrt", "doctor"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "platform : cpu" in r.stdout
+    assert "smoke    : ok" in r.stdout
+    assert "tpu:3" in r.stdout
+
+
+def test_version_mismatch_message(monkeypatch):
+    from torch_pjrt import _version_check
+
+    monkeypatch.setattr(torch, "__version__", "1.0.0")
+    try:
+        _version_check.check_torch_version()
+    except ImportError as e:
+        assert "1.0.0" in str(e) and "Rebuild" in str(e)
+    else:
+        from torch_pjrt import _build_info  # noqa: F401  (only reachable without build info)
+
+        pytest.fail("a mismatched torch version must raise ImportError")
+
+
+def test_platform_reports_choice():
+    info = torch_pjrt.platform()
+    assert info["platform"] == "cpu"
+    assert info["available"]
+    assert info["api_version"].startswith("0.")
+    assert len(info["devices"]) == 4

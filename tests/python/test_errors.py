@@ -1,0 +1,76 @@
+"""Bad input raises a clear Python error, and the next op still works."""
+
+import pytest
+import torch
+
+import torch_pjrt
+
+TPU = torch.device("tpu")
+
+
+def still_works():
+    x = torch.arange(3.0, device=TPU)
+    assert (x + 1).cpu().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_mismatched_shapes():
+    with pytest.raises(RuntimeError, match="broadcast"):
+        torch.ones(3, device=TPU) + torch.ones(4, device=TPU)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.ones(2, 3, device=TPU) @ torch.ones(4, 5, device=TPU)
+    still_works()
+
+
+def test_index_out_of_range_raises_index_error_at_sync():
+    x = torch.randn(4, 3, device=TPU)
+    idx = torch.tensor([0, 7], device=TPU)
+    with pytest.raises(IndexError, match="index_select"):
+        torch.index_select(x, 0, idx).cpu()
+    still_works()
+
+
+def test_index_out_of_range_raises_at_once_in_debug_mode():
+    x = torch.randn(4, 3, device=TPU)
+    with torch_pjrt.eager_mode("debug"):
+        with pytest.raises(IndexError, match=r"test_errors.py:\d+"):
+            torch.index_select(x, 0, torch.tensor([5], device=TPU))
+    still_works()
+
+
+def test_dim_out_of_range_is_index_error():
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        torch.ones(2, 3, device=TPU).sum(dim=5)
+    still_works()
+
+
+def test_mixing_cpu_and_tpu_tensors():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device=TPU) + torch.ones(3)
+    # A zero-dim CPU tensor mixes as on CUDA.
+    assert (torch.ones(3, device=TPU) + torch.tensor(2.0)).cpu().tolist() == [3.0, 3.0, 3.0]
+    still_works()
+
+
+def test_unsupported_dtype():
+    with pytest.raises(TypeError, match="not supported on the tpu device"):
+        torch.ones(2, dtype=torch.complex64).to(TPU) + 1
+    still_works()
+
+
+def test_inplace_result_cannot_be_cast():
+    x = torch.ones(3, dtype=torch.int64, device=TPU)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        x.add_(1.5)
+    still_works()
+
+
+def test_fallback_can_be_turned_into_an_error(monkeypatch):
+    x = torch.tensor([3.0, 1.0, 2.0], device=TPU)
+    monkeypatch.setenv("TORCH_PJRT_FALLBACK", "error")
+    with pytest.raises(NotImplementedError, match="TORCH_PJRT_FALLBACK=error"):
+        torch.nonzero(x)
+    monkeypatch.delenv("TORCH_PJRT_FALLBACK")
+    torch_pjrt.reset_metrics()
+    assert torch.nonzero(x).cpu().tolist() == [[0], [1], [2]]
+    assert torch_pjrt.metrics()["fallback_ops"] == {"aten::nonzero": 1}
+    still_works()
