@@ -13,6 +13,7 @@ std::vector<Entry> linalg_lowerings();       // linalg.cc
 std::vector<Entry> shape_lowerings();        // shape.cc
 std::vector<Entry> nn_lowerings();           // nn.cc
 std::vector<Entry> random_lowerings();       // random.cc
+std::vector<Entry> creation_lowerings();     // creation.cc
 
 // Shared helpers for lowerings of several families.
 // Arguments i and j promoted to their common dtype (torch.result_type).

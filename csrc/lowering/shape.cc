@@ -650,6 +650,8 @@ std::vector<Entry> shape_lowerings() {
       {"aten::index_add", index_add},
       {"aten::index.Tensor", index_tensor},
       {"aten::index_put", index_put},
+      // index's backward and index_put_(accumulate=True) call _index_put_impl_ (its in-place form).
+      {"aten::_index_put_impl", index_put},
       {"aten::embedding_dense_backward", embedding_dense_backward},
       {"aten::sort", sort},
       {"aten::sort.stable", sort_stable},

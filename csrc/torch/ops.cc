@@ -10,6 +10,7 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <mutex>
@@ -116,7 +117,27 @@ void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
 
 // ---------------------------------------------------------------- lowered ops
 
-enum class Variant { Functional, InPlace, Out };
+// Functional: results become new tensors. InPlace: the result is written
+// into self. Out: the functional op runs, then results are copied into out=
+// (resized when needed). OutDirect: the lowering is keyed by the out= name
+// itself, sees the out tensors as trailing arguments and writes into them.
+enum class Variant { Functional, InPlace, Out, OutDirect };
+
+// Out= ops whose output size depends on argument values: they size `out`
+// on the host first, as their CPU kernels do.
+void size_arange_out(c10::ArrayRef<c10::IValue> args) {
+  double start = args[0].toScalar().toDouble(), end = args[1].toScalar().toDouble(),
+         step = args[2].toScalar().toDouble();
+  TORCH_CHECK(step != 0, "step must be nonzero");
+  TORCH_CHECK((step > 0 && end >= start) || (step < 0 && end <= start),
+              "upper bound and larger bound inconsistent with step sign");
+  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  at::Tensor out = args[3].toTensor();
+  if (out.numel() != n) out.resize_({n});
+}
+const std::unordered_map<std::string, void (*)(c10::ArrayRef<c10::IValue>)> kSizeOut = {
+    {"aten::arange.start_out", size_arange_out},
+};
 
 // Ops whose lowering draws random numbers although their schema has no
 // Generator: the glue appends one.
@@ -127,14 +148,18 @@ class LoweredKernel final : public c10::OperatorKernel {
   LoweredKernel(std::string functional_name, lowering::LowerFn fn, Variant variant, const c10::FunctionSchema& schema)
       : def_{std::move(functional_name), fn}, variant_(variant) {
     for (const auto& a : schema.arguments()) {
-      if (variant == Variant::Out && a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only()) {
+      bool is_out = a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only();
+      if (variant == Variant::Out && is_out) {
         ++num_out_;
         continue;
       }
       types_.push_back(arg_type(a.real_type()));
+      out_index_.push_back(is_out);
     }
     returns_list_ = schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;
+    auto sizer = kSizeOut.find(def_.name);
+    if (sizer != kSizeOut.end()) size_out_ = sizer->second;
   }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -145,6 +170,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   void call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const size_t nargs = types_.size() + num_out_;
     auto args = torch::jit::last(*stack, nargs);
+    if (size_out_) size_out_(args);
     OpCall call;
     call.op = &def_;
     call.args.resize(types_.size() + (implicit_rng_ ? 1 : 0));
@@ -236,12 +262,22 @@ class LoweredKernel final : public c10::OperatorKernel {
       self = args[0].toTensor();
       call.targets.push_back(ref_of(self));
     }
+    if (variant_ == Variant::OutDirect)
+      for (size_t i = 0; i < types_.size(); ++i)
+        if (out_index_[i]) {
+          outs.push_back(args[i].toTensor());
+          call.targets.push_back(ref_of(outs.back()));
+        }
 
     engine::CallResult r = Engine::get().run(call);
     torch::jit::drop(*stack, nargs);
 
     if (variant_ == Variant::InPlace) {
       torch::jit::push(*stack, self);
+      return;
+    }
+    if (variant_ == Variant::OutDirect) {
+      for (auto& t : outs) torch::jit::push(*stack, t);
       return;
     }
     std::vector<at::Tensor> results;
@@ -269,8 +305,10 @@ class LoweredKernel final : public c10::OperatorKernel {
   Variant variant_;
   std::vector<ArgType> types_;
   size_t num_out_ = 0;
+  std::vector<bool> out_index_;  // OutDirect: which arguments are out= tensors
   bool returns_list_ = false;
   bool implicit_rng_ = false;
+  void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
 };
 
 // In-place ops whose functional sibling is not simply the name without "_".
@@ -524,8 +562,8 @@ std::vector<std::string> register_lowered_ops() {
     Variant variant = Variant::Functional;
     std::string functional = name;
     if (is_out_variant(schema)) {
-      variant = Variant::Out;
-      functional = functional_of_out(schema, by_base);
+      variant = lowering::find_lowering(name) ? Variant::OutDirect : Variant::Out;
+      if (variant == Variant::Out) functional = functional_of_out(schema, by_base);
     } else if (schema.name().back() == '_' && schema.is_mutable()) {
       variant = Variant::InPlace;
       auto alias = kInPlaceAliases.find(name);
