@@ -101,7 +101,8 @@ std::string shape_str(const hlo::Dims& d) {
 }
 
 std::string capitalized_name(DType t) {  // "Float", "Long": as torch prints dtypes in messages
-  static const char* names[] = {"Bool", "Byte", "Char", "Short", "Int", "Long", "Half", "BFloat16", "Float", "Double", "UInt32", "UInt64"};
+  static const char* names[] = {"Bool", "Byte",     "Char",  "Short",  "Int",    "Long",
+                                "Half", "BFloat16", "Float", "Double", "UInt32", "UInt64"};
   return names[static_cast<int>(t)];
 }
 
@@ -254,7 +255,9 @@ std::unique_ptr<Engine::Entry> Engine::build(const OpCall& call) {
   for (size_t i = 0; i < call.args.size(); ++i) {
     const CallArg& a = call.args[i];
     switch (a.kind) {
-      case CallArg::Kind::None: args.push_back(Arg::none()); break;
+      case CallArg::Kind::None:
+        args.push_back(Arg::none());
+        break;
       case CallArg::Kind::Tensor:
         args.push_back(Arg::tensor(read_view(b, flat[slot_of[r]], a.tensor.view)));
         ++r;
@@ -279,11 +282,21 @@ std::unique_ptr<Engine::Entry> Engine::build(const OpCall& call) {
         args.push_back(Arg::rng(p));
         break;
       }
-      case CallArg::Kind::Int: args.push_back(Arg::integer(a.i)); break;
-      case CallArg::Kind::Bool: args.push_back(Arg::boolean(a.i != 0)); break;
-      case CallArg::Kind::DType: args.push_back(Arg::dtype(static_cast<DType>(a.i))); break;
-      case CallArg::Kind::Ints: args.push_back(Arg::integers(a.ints)); break;
-      case CallArg::Kind::String: args.push_back(Arg::string(a.s)); break;
+      case CallArg::Kind::Int:
+        args.push_back(Arg::integer(a.i));
+        break;
+      case CallArg::Kind::Bool:
+        args.push_back(Arg::boolean(a.i != 0));
+        break;
+      case CallArg::Kind::DType:
+        args.push_back(Arg::dtype(static_cast<DType>(a.i)));
+        break;
+      case CallArg::Kind::Ints:
+        args.push_back(Arg::integers(a.ints));
+        break;
+      case CallArg::Kind::String:
+        args.push_back(Arg::string(a.s));
+        break;
     }
   }
 

@@ -40,8 +40,8 @@ struct Slot {
 
   const int device;
   int64_t nbytes;
-  DType dtype = DType::U8;       // element type of `buffer`
-  runtime::BufferPtr buffer;     // flat 1-D, nbytes / byte_size(dtype) elements; null until written
+  DType dtype = DType::U8;         // element type of `buffer`
+  runtime::BufferPtr buffer;       // flat 1-D, nbytes / byte_size(dtype) elements; null until written
   const char* producer = nullptr;  // ATen name of the op that wrote `buffer` last (for async errors)
 };
 

@@ -109,7 +109,8 @@ Value write_view(Builder& b, Value flat, Value update, const ViewSpec& v) {
   if (v.numel() == 0) return flat;
   if (v.covers(n)) return b.reshape(update, {n});
   if (v.is_contiguous())
-    return b.dynamic_update_slice(flat, b.reshape(update, {v.numel()}), {b.constant(static_cast<double>(v.offset), DType::I64)});
+    return b.dynamic_update_slice(flat, b.reshape(update, {v.numel()}),
+                                  {b.constant(static_cast<double>(v.offset), DType::I64)});
   Value idx = b.reshape(element_indices(b, v), {v.numel(), 1});
   return b.scatter(flat, idx, b.reshape(update, {v.numel()}), {}, {0}, {0}, "");
 }

@@ -34,9 +34,7 @@ std::string types(const std::vector<TensorType>& ts) {
   return s;
 }
 
-[[noreturn]] void fail(std::string_view op, const std::string& why) {
-  throw BuildError(std::string(op) + ": " + why);
-}
+[[noreturn]] void fail(std::string_view op, const std::string& why) { throw BuildError(std::string(op) + ": " + why); }
 
 void check_dim(std::string_view op, int64_t d, int64_t rank) {
   if (d < 0 || d >= rank) fail(op, "dimension " + std::to_string(d) + " out of range for rank " + std::to_string(rank));
@@ -187,7 +185,8 @@ Value Builder::broadcast_in_dim(Value x, const Dims& dims, const Dims& broadcast
   for (size_t i = 0; i < broadcast_dims.size(); ++i) {
     check_dim("broadcast_in_dim", broadcast_dims[i], static_cast<int64_t>(dims.size()));
     int64_t in = x.dims()[i], outd = dims[broadcast_dims[i]];
-    if (in != 1 && in != outd) fail("broadcast_in_dim", "cannot broadcast " + x.type.str() + " to [" + join(dims) + "]");
+    if (in != 1 && in != outd)
+      fail("broadcast_in_dim", "cannot broadcast " + x.type.str() + " to [" + join(dims) + "]");
   }
   if (dims == x.dims()) {
     bool identity = true;
@@ -240,7 +239,8 @@ Value Builder::concatenate(const std::vector<Value>& xs, int64_t dim) {
     if (x.rank() != xs[0].rank() || x.dtype() != xs[0].dtype()) fail("concatenate", "operands differ in rank or dtype");
     dims[dim] += x.dims()[dim];
   }
-  return op("stablehlo.concatenate", xs, TensorType{xs[0].dtype(), dims}, "dimension = " + std::to_string(dim) + " : i64");
+  return op("stablehlo.concatenate", xs, TensorType{xs[0].dtype(), dims},
+            "dimension = " + std::to_string(dim) + " : i64");
 }
 
 Value Builder::dynamic_slice(Value x, const std::vector<Value>& starts, const Dims& sizes) {
@@ -258,8 +258,7 @@ Value Builder::dynamic_update_slice(Value x, Value update, const std::vector<Val
 Value Builder::unary(std::string_view op_name, Value x) { return op(op_name, {x}, x.type); }
 
 Value Builder::binary(std::string_view op_name, Value a, Value b) {
-  if (a.dtype() != b.dtype())
-    fail(op_name, "operand dtypes differ: " + a.type.str() + " vs " + b.type.str());
+  if (a.dtype() != b.dtype()) fail(op_name, "operand dtypes differ: " + a.type.str() + " vs " + b.type.str());
   Dims dims = broadcast_shapes(a.dims(), b.dims());
   a = broadcast_to(a, dims);
   b = broadcast_to(b, dims);
@@ -365,11 +364,12 @@ Value Builder::take_along(Value x, Value index, int64_t dim) {
 Value Builder::scatter(Value x, Value index, Value updates, const Dims& update_window_dims,
                        const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand_dims,
                        std::string_view combiner) {
-  std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " +
-                      list(update_window_dims) + ", inserted_window_dims = " + list(inserted_window_dims) +
-                      ", scatter_dims_to_operand_dims = " + list(scatter_dims_to_operand_dims) +
-                      ", index_vector_dim = " + std::to_string(index.rank() - 1) +
-                      ">, indices_are_sorted = false, unique_indices = false";
+  std::string attrs =
+      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " + list(update_window_dims) +
+      ", inserted_window_dims = " + list(inserted_window_dims) +
+      ", scatter_dims_to_operand_dims = " + list(scatter_dims_to_operand_dims) +
+      ", index_vector_dim = " + std::to_string(index.rank() - 1) +
+      ">, indices_are_sorted = false, unique_indices = false";
   std::string comb(combiner);
   TensorType scalar{x.dtype(), {}};
   return op_multi("stablehlo.scatter", {x, index, updates}, {x.type}, attrs,

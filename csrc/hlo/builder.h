@@ -68,10 +68,10 @@ class Builder {
                               const std::vector<std::pair<std::vector<TensorType>, RegionFn>>& regions = {});
 
   // Constants and shapes.
-  Value constant(double v, DType t);                 // rank-0
-  Value full(double v, const TensorType& t);         // broadcast constant
+  Value constant(double v, DType t);          // rank-0
+  Value full(double v, const TensorType& t);  // broadcast constant
   Value iota(const TensorType& t, int64_t dim);
-  Value convert(Value x, DType to);                  // no-op when equal
+  Value convert(Value x, DType to);  // no-op when equal
   Value bitcast_convert(Value x, DType to);
   Value reshape(Value x, const Dims& dims);
   Value transpose(Value x, const Dims& perm);

@@ -3,8 +3,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <stdexcept>
+#include <string>
 
 namespace torch_pjrt::hlo {
 namespace {
@@ -60,10 +60,17 @@ std::string literal(double v, DType t) {
   bool neg = std::signbit(v);
   const char* bits = "";
   switch (byte_size(t) * 8 + (t == DType::BF16 ? 1 : 0)) {
-    case 16: bits = std::isnan(v) ? "0x7E00" : (neg ? "0xFC00" : "0x7C00"); break;
-    case 17: bits = std::isnan(v) ? "0x7FC0" : (neg ? "0xFF80" : "0x7F80"); break;
-    case 32: bits = std::isnan(v) ? "0x7FC00000" : (neg ? "0xFF800000" : "0x7F800000"); break;
-    default: bits = std::isnan(v) ? "0x7FF8000000000000" : (neg ? "0xFFF0000000000000" : "0x7FF0000000000000");
+    case 16:
+      bits = std::isnan(v) ? "0x7E00" : (neg ? "0xFC00" : "0x7C00");
+      break;
+    case 17:
+      bits = std::isnan(v) ? "0x7FC0" : (neg ? "0xFF80" : "0x7F80");
+      break;
+    case 32:
+      bits = std::isnan(v) ? "0x7FC00000" : (neg ? "0xFF800000" : "0x7F800000");
+      break;
+    default:
+      bits = std::isnan(v) ? "0x7FF8000000000000" : (neg ? "0xFFF0000000000000" : "0x7FF0000000000000");
   }
   return bits;
 }
@@ -89,16 +96,16 @@ DType promote_types(DType a, DType b) {
   return byte_size(a) >= byte_size(b) ? a : b;
 }
 
-bool can_cast(DType from, DType to) {
-  return category(from) <= category(to);
-}
+bool can_cast(DType from, DType to) { return category(from) <= category(to); }
 
 void ResultType::add(DType t, Kind kind) {
   int k = static_cast<int>(kind);
   if (kind == Kind::Wrapped) {
     // A Python float takes the default dtype; a Python int is int64.
-    if (is_floating(t)) t = default_float_;
-    else if (is_integral(t)) t = DType::I64;
+    if (is_floating(t))
+      t = default_float_;
+    else if (is_integral(t))
+      t = DType::I64;
   }
   acc_[k] = has_[k] ? promote_types(acc_[k], t) : t;
   has_[k] = true;

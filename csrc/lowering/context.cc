@@ -11,7 +11,8 @@ const Arg& Context::arg(size_t i) const {
 
 Value Context::tensor(size_t i) const {
   const Arg& a = arg(i);
-  if (a.kind != Arg::Kind::Tensor && a.kind != Arg::Kind::Scalar) fail("argument " + std::to_string(i) + " is not a tensor");
+  if (a.kind != Arg::Kind::Tensor && a.kind != Arg::Kind::Scalar)
+    fail("argument " + std::to_string(i) + " is not a tensor");
   return a.value;
 }
 
@@ -61,9 +62,11 @@ DType Context::result_type(std::initializer_list<size_t> idx) const {
   hlo::ResultType rt;
   for (size_t i : idx) {
     const Arg& a = arg(i);
-    if (a.kind == Arg::Kind::Scalar) rt.add(a.value.dtype(), hlo::ResultType::Kind::Wrapped);
+    if (a.kind == Arg::Kind::Scalar)
+      rt.add(a.value.dtype(), hlo::ResultType::Kind::Wrapped);
     else if (a.kind == Arg::Kind::Tensor)
-      rt.add(a.value.dtype(), a.value.rank() == 0 ? hlo::ResultType::Kind::ZeroDim : hlo::ResultType::Kind::Dimensioned);
+      rt.add(a.value.dtype(),
+             a.value.rank() == 0 ? hlo::ResultType::Kind::ZeroDim : hlo::ResultType::Kind::Dimensioned);
   }
   return rt.result();
 }

@@ -16,8 +16,8 @@
 
 namespace torch_pjrt::lowering {
 
-using hlo::DType;
 using hlo::Dims;
+using hlo::DType;
 using hlo::TensorType;
 using hlo::Value;
 

@@ -64,7 +64,7 @@ std::string compile_options_proto(int device_id) {
   field_varint(assignment, 1, 1);
   field_varint(assignment, 2, 1);
   field_bytes(assignment, 3, computation_device);
-  std::string build;  // ExecutableBuildOptionsProto
+  std::string build;          // ExecutableBuildOptionsProto
   field_varint(build, 4, 1);  // num_replicas
   field_varint(build, 5, 1);  // num_partitions
   field_bytes(build, 9, assignment);
@@ -245,8 +245,7 @@ int64_t Client::device_bytes_in_use(int device) const {
   return a.bytes_in_use;
 }
 
-BufferPtr Client::from_host(const void* data, hlo::DType dtype, const std::vector<int64_t>& dims,
-                            int device) const {
+BufferPtr Client::from_host(const void* data, hlo::DType dtype, const std::vector<int64_t>& dims, int device) const {
   const PJRT_Api* api = plugin_->api();
   auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
   a.client = client_;

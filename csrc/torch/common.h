@@ -20,9 +20,7 @@ hlo::DType to_hlo(at::ScalarType t);
 at::ScalarType to_torch(hlo::DType t);
 
 // The slot behind a tpu tensor's storage.
-inline Slot* slot_of(const at::Tensor& t) {
-  return static_cast<Slot*>(t.storage().data_ptr().get_context());
-}
+inline Slot* slot_of(const at::Tensor& t) { return static_cast<Slot*>(t.storage().data_ptr().get_context()); }
 engine::ViewSpec view_of(const at::Tensor& t);
 inline engine::CallArg::TensorRef ref_of(const at::Tensor& t) { return {slot_of(t), view_of(t)}; }
 

@@ -20,17 +20,28 @@ using hlo::DType;
 
 hlo::DType to_hlo(at::ScalarType t) {
   switch (t) {
-    case at::kBool: return DType::Bool;
-    case at::kByte: return DType::U8;
-    case at::kChar: return DType::I8;
-    case at::kShort: return DType::I16;
-    case at::kInt: return DType::I32;
-    case at::kLong: return DType::I64;
-    case at::kHalf: return DType::F16;
-    case at::kBFloat16: return DType::BF16;
-    case at::kFloat: return DType::F32;
-    case at::kDouble: return DType::F64;
-    default: break;
+    case at::kBool:
+      return DType::Bool;
+    case at::kByte:
+      return DType::U8;
+    case at::kChar:
+      return DType::I8;
+    case at::kShort:
+      return DType::I16;
+    case at::kInt:
+      return DType::I32;
+    case at::kLong:
+      return DType::I64;
+    case at::kHalf:
+      return DType::F16;
+    case at::kBFloat16:
+      return DType::BF16;
+    case at::kFloat:
+      return DType::F32;
+    case at::kDouble:
+      return DType::F64;
+    default:
+      break;
   }
   TORCH_CHECK_TYPE(false, "torch_pjrt: dtype ", t, " is not supported on the tpu device");
 }
@@ -151,8 +162,8 @@ c10::Allocator* tpu_allocator() { return &g_allocator; }
 at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device, runtime::BufferPtr buffer) {
   c10::DeviceIndex saved = t_device;
   t_device = device;
-  at::Tensor t = at::detail::empty_generic(sizes, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
-                                           std::nullopt);
+  at::Tensor t = at::detail::empty_generic(sizes, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           dtype, std::nullopt);
   t_device = saved;
   if (buffer) {
     Slot* s = slot_of(t);
@@ -291,7 +302,9 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex d) const override {
     return at::make_generator<TpuGenerator>(d < 0 ? current_device() : d);
   }
-  at::Device getDeviceFromPtr(void*) const override { return at::Device(c10::DeviceType::PrivateUse1, current_device()); }
+  at::Device getDeviceFromPtr(void*) const override {
+    return at::Device(c10::DeviceType::PrivateUse1, current_device());
+  }
   bool isPinnedPtr(const void*) const override { return false; }
   at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
   bool hasCompatibleShallowCopyType(c10::DispatchKeySet, c10::DispatchKeySet) const { return true; }

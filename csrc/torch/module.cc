@@ -31,9 +31,12 @@ engine::Mode parse_mode(const std::string& m) {
 
 const char* mode_name(engine::Mode m) {
   switch (m) {
-    case engine::Mode::Debug: return "debug";
-    case engine::Mode::Strict: return "strict";
-    case engine::Mode::Fused: return "fused";
+    case engine::Mode::Debug:
+      return "debug";
+    case engine::Mode::Strict:
+      return "strict";
+    case engine::Mode::Fused:
+      return "fused";
   }
   return "strict";
 }

@@ -26,7 +26,9 @@ using engine::CallArg;
 using engine::OpCall;
 using Kind = CallArg::Kind;
 
-std::string full_name(const c10::OperatorName& n) { return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name; }
+std::string full_name(const c10::OperatorName& n) {
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
 
 [[noreturn]] void device_mismatch(const at::Tensor& a, c10::DeviceIndex device) {
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
@@ -36,21 +38,41 @@ std::string full_name(const c10::OperatorName& n) { return n.overload_name.empty
 // ---------------------------------------------------------------- arguments
 
 // How one schema argument is turned into a CallArg.
-enum class ArgType { Tensor, OptTensorList, TensorList, Scalar, Int, Ints, Bool, Bools, DType, String, Generator, Ignore };
+enum class ArgType {
+  Tensor,
+  OptTensorList,
+  TensorList,
+  Scalar,
+  Int,
+  Ints,
+  Bool,
+  Bools,
+  DType,
+  String,
+  Generator,
+  Ignore
+};
 
 ArgType arg_type(const c10::TypePtr& type) {
   c10::TypePtr t = type;
   if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
   switch (t->kind()) {
-    case c10::TypeKind::TensorType: return ArgType::Tensor;
+    case c10::TypeKind::TensorType:
+      return ArgType::Tensor;
     case c10::TypeKind::NumberType:
-    case c10::TypeKind::FloatType: return ArgType::Scalar;
+    case c10::TypeKind::FloatType:
+      return ArgType::Scalar;
     case c10::TypeKind::IntType:
-    case c10::TypeKind::SymIntType: return ArgType::Int;
-    case c10::TypeKind::BoolType: return ArgType::Bool;
-    case c10::TypeKind::ScalarTypeType: return ArgType::DType;
-    case c10::TypeKind::StringType: return ArgType::String;
-    case c10::TypeKind::GeneratorType: return ArgType::Generator;
+    case c10::TypeKind::SymIntType:
+      return ArgType::Int;
+    case c10::TypeKind::BoolType:
+      return ArgType::Bool;
+    case c10::TypeKind::ScalarTypeType:
+      return ArgType::DType;
+    case c10::TypeKind::StringType:
+      return ArgType::String;
+    case c10::TypeKind::GeneratorType:
+      return ArgType::Generator;
     case c10::TypeKind::ListType: {
       c10::TypePtr e = t->castRaw<c10::ListType>()->getElementType();
       if (e->kind() == c10::TypeKind::TensorType) return ArgType::TensorList;
@@ -60,7 +82,8 @@ ArgType arg_type(const c10::TypePtr& type) {
       if (e->kind() == c10::TypeKind::BoolType) return ArgType::Bools;
       return ArgType::Ignore;
     }
-    default: return ArgType::Ignore;  // Layout, Device, MemoryFormat: no effect on the program
+    default:
+      return ArgType::Ignore;  // Layout, Device, MemoryFormat: no effect on the program
   }
 }
 
@@ -87,8 +110,10 @@ struct DeviceCheck {
   c10::DeviceIndex device = -1;
   void see(const at::Tensor& t) {
     if (!t.is_privateuseone()) return;
-    if (device < 0) device = t.device().index();
-    else if (t.device().index() != device) device_mismatch(t, device);
+    if (device < 0)
+      device = t.device().index();
+    else if (t.device().index() != device)
+      device_mismatch(t, device);
   }
 };
 
@@ -209,7 +234,9 @@ class LoweredKernel final : public c10::OperatorKernel {
           }
           break;
         }
-        case ArgType::Scalar: set_scalar(a, v.toScalar()); break;
+        case ArgType::Scalar:
+          set_scalar(a, v.toScalar());
+          break;
         case ArgType::Int:
           a.kind = Kind::Int;
           a.i = v.toInt();
@@ -238,7 +265,8 @@ class LoweredKernel final : public c10::OperatorKernel {
           a.kind = Kind::Rng;
           generator = &v;
           break;
-        case ArgType::Ignore: break;
+        case ArgType::Ignore:
+          break;
       }
     }
     TORCH_CHECK(dc.device >= 0, def_.name, ": expected at least one tpu tensor argument");
@@ -350,9 +378,9 @@ std::vector<std::string> g_registered;
 
 // ---------------------------------------------------------------- explicit kernels
 
-at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
-                               std::optional<at::Device> device, std::optional<bool> pin,
-                               std::optional<at::MemoryFormat> memory_format) {
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin, std::optional<at::MemoryFormat> memory_format) {
   c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
   c10::DeviceIndex saved = current_device();
   set_current_device(d);
@@ -367,9 +395,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
   c10::DeviceIndex saved = current_device();
   set_current_device(d);
-  at::Tensor t = at::detail::empty_strided_generic(size, stride, tpu_allocator(),
-                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                   c10::dtype_or_default(dtype));
+  at::Tensor t = at::detail::empty_strided_generic(
+      size, stride, tpu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
   set_current_device(saved);
   return t;
 }
@@ -567,9 +594,10 @@ std::vector<std::string> register_lowered_ops() {
     } else if (schema.name().back() == '_' && schema.is_mutable()) {
       variant = Variant::InPlace;
       auto alias = kInPlaceAliases.find(name);
-      functional = alias != kInPlaceAliases.end() ? alias->second
-                                                  : schema.name().substr(0, schema.name().size() - 1) +
-                                                        (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+      functional = alias != kInPlaceAliases.end()
+                       ? alias->second
+                       : schema.name().substr(0, schema.name().size() - 1) +
+                             (schema.overload_name().empty() ? "" : "." + schema.overload_name());
     } else if (schema.is_mutable()) {
       continue;  // ops that mutate some argument in place (batch-norm stats) need their own kernels
     }
@@ -578,8 +606,8 @@ std::vector<std::string> register_lowered_ops() {
     if (!fn) continue;
     static std::deque<std::string> impl_names;  // torch keeps pointers to registration names
     impl_names.push_back(name.substr(6));
-    g_library->impl(impl_names.back().c_str(),
-                    torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweredKernel>(functional, fn, variant, schema)));
+    g_library->impl(impl_names.back().c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                                   std::make_unique<LoweredKernel>(functional, fn, variant, schema)));
     g_registered.push_back(name);
   }
   return g_registered;

@@ -1,7 +1,8 @@
-#include <gtest/gtest.h>
-#include <cmath>
-
 #include "hlo/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace torch_pjrt::hlo {
 namespace {

@@ -46,9 +46,7 @@ TEST(Runtime, BadProgramRaisesInsteadOfAborting) {
   EXPECT_THROW(client().compile("module { this is not mlir }", 0), runtime::Error);
 }
 
-TEST(Runtime, MissingPluginRaises) {
-  EXPECT_THROW(runtime::Plugin::load("/nonexistent.so"), runtime::Error);
-}
+TEST(Runtime, MissingPluginRaises) { EXPECT_THROW(runtime::Plugin::load("/nonexistent.so"), runtime::Error); }
 
 TEST(Runtime, CompileOptionsEncodeOneReplica) {
   // executable_build_options{num_replicas:1 num_partitions:1 device_assignment{...}}

@@ -62,13 +62,21 @@ def assert_close(actual, expected, rtol=None, atol=None, msg=""):
         assert a.shape == e.shape, f"{msg}: shape {tuple(a.shape)} != {tuple(e.shape)}"
         r, t = TOLERANCES.get(e.dtype, (0, 0))
         torch.testing.assert_close(
-            a.cpu(), e, rtol=rtol if rtol is not None else r, atol=atol if atol is not None else t, equal_nan=True, msg=msg
+            a.cpu(),
+            e,
+            rtol=rtol if rtol is not None else r,
+            atol=atol if atol is not None else t,
+            equal_nan=True,
+            msg=msg,
         )
 
 
 def check(fn, *args, grad=False, rtol=None, atol=None, **kwargs):
     """Runs ``fn`` on CPU and tpu with the same inputs and compares the results (and gradients)."""
-    cpu_args = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) if isinstance(a, torch.Tensor) else a for a in args]
+    cpu_args = [
+        a.detach().clone().requires_grad_(grad and a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+        for a in args
+    ]
     dev_args = [to_device(a, DEVICE) for a in cpu_args]
     expected = fn(*cpu_args, **kwargs)
     actual = fn(*dev_args, **kwargs)

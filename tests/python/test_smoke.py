@@ -1,4 +1,5 @@
 import torch
+
 from compare import check, to_device
 
 
