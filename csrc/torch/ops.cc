@@ -181,7 +181,12 @@ class LoweredKernel final : public c10::OperatorKernel {
       types_.push_back(arg_type(a.real_type()));
       out_index_.push_back(is_out);
     }
-    returns_list_ = schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
+    returns_ = schema.returns().size();
+    returns_list_ = returns_ > 0 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      const auto& a = schema.arguments()[i];
+      if (a.alias_info() && a.alias_info()->isWrite()) written_.push_back(i);
+    }
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;
     auto sizer = kSizeOut.find(def_.name);
     if (sizer != kSizeOut.end()) size_out_ = sizer->second;
@@ -285,10 +290,16 @@ class LoweredKernel final : public c10::OperatorKernel {
     std::vector<at::Tensor> outs;
     if (variant_ == Variant::Out)
       for (size_t k = 0; k < num_out_; ++k) outs.push_back(args[types_.size() + k].toTensor());
-    at::Tensor self;
+    // In-place: every written argument (a tensor or each tensor of a list)
+    // receives the functional op's results, in order.
+    c10::IValue self;
     if (variant_ == Variant::InPlace) {
-      self = args[0].toTensor();
-      call.targets.push_back(ref_of(self));
+      self = args[written_.front()];
+      for (size_t i : written_) {
+        if (args[i].isTensor()) call.targets.push_back(ref_of(args[i].toTensor()));
+        else
+          for (const at::Tensor& t : args[i].toTensorList().vec()) call.targets.push_back(ref_of(t));
+      }
     }
     if (variant_ == Variant::OutDirect)
       for (size_t i = 0; i < types_.size(); ++i)
@@ -301,7 +312,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     torch::jit::drop(*stack, nargs);
 
     if (variant_ == Variant::InPlace) {
-      torch::jit::push(*stack, self);
+      if (returns_ > 0) torch::jit::push(*stack, std::move(self));
       return;
     }
     if (variant_ == Variant::OutDirect) {
@@ -323,7 +334,15 @@ class LoweredKernel final : public c10::OperatorKernel {
       return;
     }
     if (returns_list_) {
-      torch::jit::push(*stack, c10::List<at::Tensor>(results));
+      // Each returned list is as long as the tensor list argument at the same
+      // position (the functional forms of foreach and fused optimizer ops).
+      size_t next = 0;
+      for (size_t k = 0; k < returns_; ++k) {
+        size_t n = returns_ == 1 ? results.size() : call.args[k].list.size();
+        std::vector<at::Tensor> group(results.begin() + next, results.begin() + next + n);
+        next += n;
+        torch::jit::push(*stack, c10::List<at::Tensor>(group));
+      }
       return;
     }
     for (auto& t : results) torch::jit::push(*stack, std::move(t));
@@ -334,7 +353,9 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::vector<ArgType> types_;
   size_t num_out_ = 0;
   std::vector<bool> out_index_;  // OutDirect: which arguments are out= tensors
+  size_t returns_ = 0;
   bool returns_list_ = false;
+  std::vector<size_t> written_;  // InPlace: positions of the arguments the op writes
   bool implicit_rng_ = false;
   void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
 };
