@@ -426,6 +426,7 @@ CallResult Engine::run(const OpCall& call) {
     std::lock_guard<std::mutex> g(mu_);
     metrics_.executions++;
   }
+  const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
 
   CallResult result;
   result.types = entry->fresh_types;
@@ -508,12 +509,21 @@ void Engine::ensure_buffer(Slot& slot, DType dtype) {
 
 Metrics Engine::metrics() {
   std::lock_guard<std::mutex> g(mu_);
-  return metrics_;
+  Metrics m = metrics_;
+  for (const OpDef* op : ops_)
+    if (int64_t n = op->calls.load()) m.op_calls[op->name] += n;
+  return m;
 }
 
 void Engine::reset_metrics() {
   std::lock_guard<std::mutex> g(mu_);
   metrics_ = Metrics{};
+  for (OpDef* op : ops_) op->calls.store(0);
+}
+
+void Engine::register_op(OpDef* op) {
+  std::lock_guard<std::mutex> g(mu_);
+  ops_.push_back(op);
 }
 
 void Engine::count_fallback(const std::string& op) {

@@ -75,8 +75,10 @@ struct CallArg {
 
 // A registered op: its ATen name and lowering. Lives for the process.
 struct OpDef {
+  OpDef(std::string name, lowering::LowerFn lower) : name(std::move(name)), lower(lower) {}
   std::string name;  // "aten::add.Tensor"
   lowering::LowerFn lower;
+  std::atomic<int64_t> calls{0};  // programs run for this op (metrics()["op_calls"])
 };
 
 struct OpCall {
@@ -102,6 +104,7 @@ struct Metrics {
   int64_t syncs = 0;
   double compile_seconds = 0;
   std::map<std::string, int64_t> fallback_ops;
+  std::map<std::string, int64_t> op_calls;  // lowered ops run, by ATen name
 };
 
 // Raised for an out-of-range index found by a program's runtime check.
@@ -144,6 +147,8 @@ class Engine {
   Metrics metrics();
   void reset_metrics();
   void count_fallback(const std::string& op);
+  // Makes `op` appear in metrics()["op_calls"]; `op` must live for the process.
+  void register_op(OpDef* op);
   int64_t allocated_bytes(int device) const;
   int64_t peak_allocated_bytes(int device) const;
   void reset_peak(int device);
@@ -173,6 +178,7 @@ class Engine {
   std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> cache_;
   std::unordered_map<std::string, runtime::BufferPtr> scalars_;  // scalar constants by value
   std::vector<std::pair<runtime::BufferPtr, std::string>> pending_checks_;
+  std::vector<OpDef*> ops_;
   Metrics metrics_;
   static constexpr int kMaxDevices = 64;
   std::atomic<int64_t> allocated_[kMaxDevices] = {};

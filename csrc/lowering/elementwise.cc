@@ -26,22 +26,56 @@ V float_unary(Context& cx, std::string_view op) {
   return {cx.b.convert(cx.b.unary(op, x), out)};
 }
 
+// Arguments `idx` (and the optional ones that are present) converted to the
+// opmath type of dtype t: PyTorch computes fused arithmetic on float16 and
+// bfloat16 in float32 and rounds once, so composite formulas must too.
+Value opmath_arg(Context& cx, size_t i, DType t) { return cx.as(i, hlo::opmath_type(t)); }
+
+// NaN-propagating maximum / minimum. The CPU plugin's stablehlo.maximum and
+// minimum return the first operand when only the second is NaN; PyTorch
+// returns NaN when either is.
+Value nan_extremum(hlo::Builder& b, Value x, Value y, bool is_max) {
+  Value m = is_max ? b.max(x, y) : b.min(x, y);
+  if (!hlo::is_floating(m.dtype())) return m;
+  m = b.select(b.compare(y, y, "NE"), y, m);
+  return b.select(b.compare(x, x, "NE"), x, m);
+}
+
+bool is_bool_arg(Context& cx, size_t i) { return cx.tensor(i).dtype() == DType::Bool; }
+
+// PyTorch refuses subtraction with a bool operand (tensor or scalar).
+void check_sub(Context& cx) {
+  if (is_bool_arg(cx, 0) && is_bool_arg(cx, 1))
+    cx.fail("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
+            "operator instead.");
+  if (is_bool_arg(cx, 0) || is_bool_arg(cx, 1))
+    cx.fail("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, "
+            "use the `~` or `logical_not()` operator instead.");
+}
+
+// a + alpha * b (alpha argument `alpha_arg`, optional), alpha scaling in opmath.
+Value add_scaled(Context& cx, size_t a_arg, size_t b_arg, size_t alpha_arg, bool subtract) {
+  DType t = cx.result_type({a_arg, b_arg});
+  if (cx.none(alpha_arg)) {
+    Value a = cx.as(a_arg, t), b = cx.as(b_arg, t);
+    return subtract ? cx.b.sub(a, b) : cx.b.add(a, b);
+  }
+  DType m = hlo::opmath_type(t);
+  Value a = cx.as(a_arg, m), b = cx.b.mul(cx.as(b_arg, m), cx.as(alpha_arg, m));
+  return cx.b.convert(subtract ? cx.b.sub(a, b) : cx.b.add(a, b), t);
+}
+
 // ---- arithmetic
 
-V add_tensor(Context& cx) {
-  auto [a, b] = promote(cx, 0, 1);
-  if (!cx.none(2)) b = cx.b.mul(b, cx.as(2, b.dtype()));
-  return {cx.b.add(a, b)};
-}
+V add_tensor(Context& cx) { return {add_scaled(cx, 0, 1, 2, false)}; }
 V sub_tensor(Context& cx) {
-  auto [a, b] = promote(cx, 0, 1);
-  if (!cx.none(2)) b = cx.b.mul(b, cx.as(2, b.dtype()));
-  return {cx.b.sub(a, b)};
+  check_sub(cx);
+  return {add_scaled(cx, 0, 1, 2, true)};
 }
+// rsub(self, other, alpha) = other - alpha * self
 V rsub_tensor(Context& cx) {
-  auto [a, b] = promote(cx, 0, 1);
-  if (!cx.none(2)) a = cx.b.mul(a, cx.as(2, a.dtype()));
-  return {cx.b.sub(b, a)};
+  check_sub(cx);
+  return {add_scaled(cx, 1, 0, 2, true)};
 }
 V mul_tensor(Context& cx) {
   auto [a, b] = promote(cx, 0, 1);
@@ -58,29 +92,54 @@ Value int_floor_div(hlo::Builder& b, Value a, Value d) {
   return b.select(fix, b.sub(q, b.constant(1, a.dtype())), q);
 }
 
+// Round toward zero (NaN and infinities pass through).
+Value float_trunc(hlo::Builder& b, Value q) {
+  return b.select(b.compare(q, b.constant(0, q.dtype()), "LT"), b.unary("stablehlo.ceil", q),
+                  b.unary("stablehlo.floor", q));
+}
+
+// PyTorch's floor division of floats (div_floor_floating): floor((a - fmod(a, b)) / b)
+// with the remainder's sign fixed up, not floor(a / b), which rounds 1 / 0.1
+// up to 10 where Python's 1 // 0.1 is 9. Division by zero gives a / b.
+Value float_floor_div(hlo::Builder& b, Value a, Value d) {
+  DType t = a.dtype();
+  Value zero = b.constant(0, t), one = b.constant(1, t);
+  Value mod = b.binary("stablehlo.remainder", a, d);
+  Value div = b.div(b.sub(a, mod), d);
+  Value fix = b.and_(b.compare(mod, zero, "NE"),
+                     b.compare(b.compare(d, zero, "LT"), b.compare(mod, zero, "LT"), "NE"));
+  div = b.select(fix, b.sub(div, one), div);
+  Value fl = b.unary("stablehlo.floor", div);
+  fl = b.select(b.compare(b.sub(div, fl), b.constant(0.5, t), "GT"), b.add(fl, one), fl);
+  Value q = b.div(a, d);
+  fl = b.select(b.compare(div, zero, "EQ"), b.mul(q, zero), fl);  // copysign(0, a / b)
+  return b.select(b.compare(d, zero, "EQ"), q, fl);
+}
+
 Value divide(Context& cx, const std::string& mode) {
   DType t = cx.result_type({0, 1});
   if (mode.empty()) t = float_type(t);
-  Value a = cx.as(0, t), b = cx.as(1, t);
   if (!hlo::is_floating(t)) {
+    Value a = cx.as(0, t), b = cx.as(1, t);
     if (mode == "floor") return int_floor_div(cx.b, a, b);
     return cx.b.div(a, b);  // trunc
   }
-  Value q = cx.b.div(a, b);
-  if (mode == "floor") return cx.b.unary("stablehlo.floor", q);
-  if (mode == "trunc") return cx.b.mul(cx.b.unary("stablehlo.sign", q), cx.b.unary("stablehlo.floor", cx.b.abs(q)));
-  return q;
+  Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
+  Value q = mode == "floor" ? float_floor_div(cx.b, a, b) : cx.b.div(a, b);
+  if (mode == "trunc") q = float_trunc(cx.b, q);
+  return cx.b.convert(q, t);
 }
 V div_tensor(Context& cx) { return {divide(cx, "")}; }
 V div_tensor_mode(Context& cx) { return {divide(cx, cx.none(2) ? "" : cx.str(2))}; }
 
 V remainder_tensor(Context& cx) {
-  auto [a, b] = promote(cx, 0, 1);
+  DType t = cx.result_type({0, 1});
+  Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
   Value r = cx.b.binary("stablehlo.remainder", a, b);
   Value zero = cx.b.constant(0, a.dtype());
   Value fix = cx.b.and_(cx.b.compare(r, zero, "NE"),
                         cx.b.compare(cx.b.compare(r, zero, "LT"), cx.b.compare(b, zero, "LT"), "NE"));
-  return {cx.b.select(fix, cx.b.add(r, b), r)};
+  return {cx.b.convert(cx.b.select(fix, cx.b.add(r, b), r), t)};
 }
 V fmod_tensor(Context& cx) {
   auto [a, b] = promote(cx, 0, 1);
@@ -88,58 +147,100 @@ V fmod_tensor(Context& cx) {
 }
 
 V pow_tensor(Context& cx) {
-  auto [a, b] = promote(cx, 0, 1);
-  return {cx.b.binary("stablehlo.power", a, b)};
+  DType t = cx.result_type({0, 1});
+  if (t == DType::Bool) return {cx.b.or_(cx.as(0, t), cx.b.not_(cx.as(1, t)))};  // x ** 0 == 1, 0 ** 1 == 0
+  Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
+  return {cx.b.convert(cx.b.binary("stablehlo.power", a, b), t)};
 }
 V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 
 V maximum(Context& cx) {
   auto [a, b] = promote(cx, 0, 1);
-  return {cx.b.max(a, b)};
+  return {nan_extremum(cx.b, a, b, true)};
 }
 V minimum(Context& cx) {
   auto [a, b] = promote(cx, 0, 1);
-  return {cx.b.min(a, b)};
+  return {nan_extremum(cx.b, a, b, false)};
 }
 
+// min(max(x, lo), hi), a NaN in any operand giving NaN.
 V clamp(Context& cx) {
   Value x = cx.tensor(0);
   DType t = cx.result_type({0, 1, 2});
   x = cx.b.convert(x, t);
-  if (!cx.none(1)) x = cx.b.max(x, cx.as(1, t));
-  if (!cx.none(2)) x = cx.b.min(x, cx.as(2, t));
+  if (!cx.none(1)) x = nan_extremum(cx.b, x, cx.as(1, t), true);
+  if (!cx.none(2)) x = nan_extremum(cx.b, x, cx.as(2, t), false);
   return {x};
 }
 V clamp_min(Context& cx) {
   auto [x, lo] = promote(cx, 0, 1);
-  return {cx.b.max(x, lo)};
+  return {nan_extremum(cx.b, x, lo, true)};
 }
 V clamp_max(Context& cx) {
   auto [x, hi] = promote(cx, 0, 1);
-  return {cx.b.min(x, hi)};
+  return {nan_extremum(cx.b, x, hi, false)};
 }
 
+// lerp(self, end, weight): PyTorch requires end (and a tensor weight) in
+// self's dtype, and computes in opmath with the formula that is exact at
+// both ends: self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w).
 V lerp(Context& cx) {
-  DType t = cx.result_type({0, 1});
-  Value a = cx.as(0, t), b = cx.as(1, t), w = cx.as(2, t);
-  return {cx.b.add(a, cx.b.mul(w, cx.b.sub(b, a)))};
+  DType t = cx.tensor(0).dtype();
+  const char* names[] = {"self", "end", "weight"};
+  for (size_t i = 1; i < 3; ++i)
+    if (cx.arg(i).kind == Arg::Kind::Tensor && cx.tensor(i).dtype() != t)
+      cx.fail("expected dtype " + std::string(hlo::dtype_name(t)) + " for `" + names[i] + "` but got dtype " +
+              std::string(hlo::dtype_name(cx.tensor(i).dtype())));
+  auto& b = cx.b;
+  Value s = opmath_arg(cx, 0, t), e = opmath_arg(cx, 1, t), w = opmath_arg(cx, 2, t);
+  DType m = s.dtype();
+  Value diff = b.sub(e, s);
+  Value small = b.compare(b.abs(w), b.constant(0.5, m), "LT");
+  Value r = b.select(small, b.add(s, b.mul(w, diff)), b.sub(e, b.mul(diff, b.sub(b.constant(1, m), w))));
+  return {b.convert(r, t)};
 }
+// self + value * t1 * t2, in opmath.
 V addcmul(Context& cx) {
   DType t = cx.result_type({0, 1, 2});
-  Value v = cx.none(3) ? cx.b.constant(1, t) : cx.as(3, t);
-  return {cx.b.add(cx.as(0, t), cx.b.mul(v, cx.b.mul(cx.as(1, t), cx.as(2, t))))};
+  DType m = hlo::opmath_type(t);
+  Value v = cx.none(3) ? cx.b.constant(1, m) : cx.as(3, m);
+  Value prod = cx.b.mul(cx.b.mul(v, cx.as(1, m)), cx.as(2, m));
+  return {cx.b.convert(cx.b.add(cx.as(0, m), prod), t)};
 }
+// self + value * t1 / t2, in opmath; PyTorch refuses integer t1 and t2.
 V addcdiv(Context& cx) {
+  if (!hlo::is_floating(cx.tensor(1).dtype()) && !hlo::is_floating(cx.tensor(2).dtype()))
+    cx.fail("Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
+            "true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
+            "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
+            "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
+            "(input + value * tensor1 / tensor2), for all dtypes.");
   DType t = cx.result_type({0, 1, 2});
-  Value v = cx.none(3) ? cx.b.constant(1, t) : cx.as(3, t);
-  return {cx.b.add(cx.as(0, t), cx.b.mul(v, cx.b.div(cx.as(1, t), cx.as(2, t))))};
+  DType m = hlo::opmath_type(t);
+  Value v = cx.none(3) ? cx.b.constant(1, m) : cx.as(3, m);
+  Value q = cx.b.div(cx.b.mul(v, cx.as(1, m)), cx.as(2, m));
+  return {cx.b.convert(cx.b.add(cx.as(0, m), q), t)};
 }
 
 // ---- unary
 
-V neg(Context& cx) { return {cx.b.neg(cx.tensor(0))}; }
+V neg(Context& cx) {
+  if (is_bool_arg(cx, 0))
+    cx.fail("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use "
+            "the `~` or `logical_not()` operator instead.");
+  return {cx.b.neg(cx.tensor(0))};
+}
 V abs(Context& cx) { return {cx.b.abs(cx.tensor(0))}; }
-V sign(Context& cx) { return {cx.b.unary("stablehlo.sign", cx.tensor(0))}; }
+// sign of a float is (x > 0) - (x < 0) as in PyTorch: 0 for NaN and for -0.0;
+// a bool is its own sign.
+V sign(Context& cx) {
+  Value x = cx.tensor(0);
+  if (x.dtype() == DType::Bool) return {x};
+  if (!hlo::is_floating(x.dtype())) return {cx.b.unary("stablehlo.sign", x)};
+  Value zero = scalar_like(cx, 0, x);
+  return {cx.b.sub(cx.b.convert(cx.b.compare(x, zero, "GT"), x.dtype()),
+                   cx.b.convert(cx.b.compare(x, zero, "LT"), x.dtype()))};
+}
 V exp(Context& cx) { return float_unary(cx, "stablehlo.exponential"); }
 V expm1(Context& cx) { return float_unary(cx, "stablehlo.exponential_minus_one"); }
 V log(Context& cx) { return float_unary(cx, "stablehlo.log"); }
@@ -169,14 +270,16 @@ V reciprocal(Context& cx) {
 }
 V relu(Context& cx) {
   Value x = cx.tensor(0);
-  return {cx.b.max(x, scalar_like(cx, 0, x))};
+  return {nan_extremum(cx.b, x, scalar_like(cx, 0, x), true)};
 }
 V silu(Context& cx) {
   auto [x, out] = float_arg(cx, 0);
   return {cx.b.convert(cx.b.mul(x, cx.b.unary("stablehlo.logistic", x)), out)};
 }
 
-// gelu(x) = x * Phi(x), exactly or with the tanh approximation.
+// gelu(x) = x * Phi(x), exactly or with the tanh approximation. Phi(x) is
+// 0.5 * erfc(-x / sqrt 2): the textbook 0.5 * (1 + erf(x / sqrt 2)) leaves
+// x * 1e-7 far in the negative tail, where the plugin's erf stops short of -1.
 V gelu(Context& cx) {
   auto [x, out] = float_arg(cx, 0);
   auto& b = cx.b;
@@ -186,7 +289,7 @@ V gelu(Context& cx) {
     Value inner = b.mul(c(std::sqrt(2.0 / M_PI)), b.add(x, b.mul(c(0.044715), b.mul(x, b.mul(x, x)))));
     y = b.mul(b.mul(c(0.5), x), b.add(c(1), b.tanh(inner)));
   } else {
-    y = b.mul(b.mul(c(0.5), x), b.add(c(1), b.unary("chlo.erf", b.mul(x, c(M_SQRT1_2)))));
+    y = b.mul(b.mul(c(0.5), x), b.unary("chlo.erfc", b.mul(x, c(-M_SQRT1_2))));
   }
   return {b.convert(y, out)};
 }
@@ -207,7 +310,7 @@ V gelu_backward(Context& cx) {
     Value dinner = b.mul(c(k), b.add(c(1), b.mul(c(3 * k3), x2)));
     d = b.add(dleft, b.mul(left, b.mul(b.sub(c(1), b.mul(th, th)), dinner)));
   } else {
-    Value cdf = b.mul(c(0.5), b.add(c(1), b.unary("chlo.erf", b.mul(x, c(M_SQRT1_2)))));
+    Value cdf = b.mul(c(0.5), b.unary("chlo.erfc", b.mul(x, c(-M_SQRT1_2))));
     Value pdf = b.mul(c(1 / std::sqrt(2 * M_PI)), b.exp(b.mul(c(-0.5), b.mul(x, x))));
     d = b.add(cdf, b.mul(x, pdf));
   }
@@ -223,13 +326,17 @@ V silu_backward(Context& cx) {
   Value one = b.constant(1, t);
   return {b.convert(b.mul(g, b.mul(s, b.add(one, b.mul(x, b.sub(one, s))))), out)};
 }
+// grad * (1 - y) * y, in opmath.
 V sigmoid_backward(Context& cx) {
-  auto [g, y] = promote(cx, 0, 1);
-  return {cx.b.mul(g, cx.b.mul(y, cx.b.sub(scalar_like(cx, 1, y), y)))};
+  DType t = cx.result_type({0, 1});
+  Value g = opmath_arg(cx, 0, t), y = opmath_arg(cx, 1, t);
+  return {cx.b.convert(cx.b.mul(cx.b.mul(g, cx.b.sub(scalar_like(cx, 1, y), y)), y), t)};
 }
+// grad * (1 - y * y), in opmath.
 V tanh_backward(Context& cx) {
-  auto [g, y] = promote(cx, 0, 1);
-  return {cx.b.mul(g, cx.b.sub(scalar_like(cx, 1, y), cx.b.mul(y, y)))};
+  DType t = cx.result_type({0, 1});
+  Value g = opmath_arg(cx, 0, t), y = opmath_arg(cx, 1, t);
+  return {cx.b.convert(cx.b.mul(g, cx.b.sub(scalar_like(cx, 1, y), cx.b.mul(y, y))), t)};
 }
 V threshold_backward(Context& cx) {
   auto [g, x] = promote(cx, 0, 1);

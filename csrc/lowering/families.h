@@ -14,6 +14,7 @@ std::vector<Entry> shape_lowerings();        // shape.cc
 std::vector<Entry> nn_lowerings();           // nn.cc
 std::vector<Entry> random_lowerings();       // random.cc
 std::vector<Entry> creation_lowerings();     // creation.cc
+std::vector<Entry> optim_lowerings();        // optim.cc
 
 // Shared helpers for lowerings of several families.
 // Arguments i and j promoted to their common dtype (torch.result_type).

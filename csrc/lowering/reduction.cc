@@ -240,6 +240,7 @@ V arg_extremum(Context& cx, bool is_max) {
   Value x = cx.tensor(0);
   bool keepdim = cx.flag_or(2, false);
   const char* name = is_max ? "argmax" : "argmin";
+  if (x.dtype() == DType::Bool) cx.fail(std::string(name) + "(): does not support bool input");
   if (cx.none(1)) {
     if (x.type.numel() == 0)
       cx.fail(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0.");

@@ -306,13 +306,33 @@ V gather(Context& cx) {
   return {b.reshape(g, index.dims())};
 }
 
+// The combiner of a NaN-propagating max (or min) scatter: the CPU plugin's
+// bare stablehlo.maximum/minimum drop NaNs, PyTorch keeps them.
+hlo::Builder::RegionFn extremum_region(bool is_max) {
+  return [is_max](hlo::Builder& b, const std::vector<Value>& a) {
+    Value pick_old = b.or_(b.compare(a[0], a[1], is_max ? "GT" : "LT"), b.compare(a[0], a[0], "NE"));
+    return std::vector<Value>{b.select(pick_old, a[0], a[1])};
+  };
+}
+
 // `src` (at least idx's shape) written into `self` at `idx` along `dim`:
 // self[.., idx[p], ..] (combiner)= src[p] for every position p of idx.
+// The combiners "amax" and "amin" propagate NaN.
 Value scatter_along(hlo::Builder& b, Value self, Value idx, Value src, int64_t dim, std::string_view combiner) {
   if (idx.type.numel() == 0 || self.type.numel() == 0) return self;
   int64_t r = self.rank();
   Value upd = b.slice(src, Dims(r, 0), idx.dims(), Dims(r, 1));
-  return b.scatter(self, along_coords(b, idx, dim), upd, {}, iota_dims(r), iota_dims(r), combiner);
+  Value coords = along_coords(b, idx, dim);
+  if (combiner == "amax" || combiner == "amin") {
+    std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [], inserted_window_dims = " +
+                        dims_str(iota_dims(r)) + ", scatter_dims_to_operand_dims = " + dims_str(iota_dims(r)) +
+                        ", index_vector_dim = " + std::to_string(coords.rank() - 1) +
+                        ">, indices_are_sorted = false, unique_indices = false";
+    TensorType s{self.dtype(), {}};
+    return b.op_multi("stablehlo.scatter", {self, coords, upd}, {self.type}, attrs,
+                      {{{s, s}, extremum_region(combiner == "amax")}})[0];
+  }
+  return b.scatter(self, coords, upd, {}, iota_dims(r), iota_dims(r), combiner);
 }
 
 // (self, dim, index, src-or-value) of the scatter overloads: self and index
@@ -395,7 +415,7 @@ V scatter_reduce_two(Context& cx) {
     // Without self, first overwrite the hit elements with one of their src
     // values; the extremum over src is then unchanged by it.
     Value start = include_self ? self : scatter_along(b, self, s.idx, s.src, s.dim, "");
-    r = scatter_along(b, start, s.idx, s.src, s.dim, red == "amax" ? "stablehlo.maximum" : "stablehlo.minimum");
+    r = scatter_along(b, start, s.idx, s.src, s.dim, red);
   } else {  // mean
     Value sum = scatter_along(b, base(0), s.idx, s.src, s.dim, add_combiner(t));
     Value n = include_self ? b.add(count, b.constant(1, DType::I64)) : count;
@@ -618,6 +638,8 @@ V topk(Context& cx) {
   int64_t dim = cx.dim(cx.integer_or(2, -1), x.rank());
   bool largest = cx.flag_or(3, true);
   if (k < 0 || k > x.dims()[dim]) cx.fail("selected index k out of range");
+  // As on CPU, a 0-d input gives itself and index 0 for k = 0 as for k = 1.
+  if (x0.rank() == 0) return {x0, b.full(0, TensorType{DType::I64, {}})};
   auto [v, i] = sort_along(b, x, dim, largest);
   Dims limit = x.dims();
   limit[dim] = k;

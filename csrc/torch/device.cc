@@ -82,6 +82,8 @@ void rethrow_as_torch(const std::string& op) {
     TORCH_CHECK(false, e.what(), where);
   } catch (const lowering::LoweringError& e) {
     TORCH_CHECK(false, e.what(), where);
+  } catch (const std::bad_alloc& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", op, where);
   } catch (const hlo::BuildError& e) {
     TORCH_CHECK(false, op, ": ", e.what(), where);
   } catch (const std::exception& e) {

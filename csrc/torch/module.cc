@@ -79,6 +79,9 @@ PYBIND11_MODULE(_C, m) {
     py::dict fb;
     for (const auto& [k, v] : mt.fallback_ops) fb[py::str(k)] = v;
     d["fallback_ops"] = fb;
+    py::dict calls;
+    for (const auto& [k, v] : mt.op_calls) calls[py::str(k)] = v;
+    d["op_calls"] = calls;
     d["cached_programs"] = engine_or_raise().cache_size();
     return d;
   });

@@ -171,7 +171,7 @@ const std::set<std::string> kImplicitRng = {"aten::native_dropout"};
 class LoweredKernel final : public c10::OperatorKernel {
  public:
   LoweredKernel(std::string functional_name, lowering::LowerFn fn, Variant variant, const c10::FunctionSchema& schema)
-      : def_{std::move(functional_name), fn}, variant_(variant) {
+      : def_(std::move(functional_name), fn), variant_(variant) {
     for (const auto& a : schema.arguments()) {
       bool is_out = a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only();
       if (variant == Variant::Out && is_out) {
@@ -198,6 +198,7 @@ class LoweredKernel final : public c10::OperatorKernel {
 
  private:
   void call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    std::call_once(registered_, [this] { Engine::get().register_op(&def_); });
     const size_t nargs = types_.size() + num_out_;
     auto args = torch::jit::last(*stack, nargs);
     if (size_out_) size_out_(args);
@@ -356,6 +357,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   size_t returns_ = 0;
   bool returns_list_ = false;
   std::vector<size_t> written_;  // InPlace: positions of the arguments the op writes
+  std::once_flag registered_;    // counted in metrics from its first call
   bool implicit_rng_ = false;
   void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
 };
@@ -487,7 +489,8 @@ const engine::OpDef& op_def(const char* name) {
   if (!d) {
     auto fn = lowering::find_lowering(name);
     TORCH_INTERNAL_ASSERT(fn, "missing lowering ", name);
-    d = std::make_unique<engine::OpDef>(engine::OpDef{name, fn});
+    d = std::make_unique<engine::OpDef>(name, fn);
+    Engine::get().register_op(d.get());
   }
   return *d;
 }

@@ -74,3 +74,11 @@ def test_fallback_can_be_turned_into_an_error(monkeypatch):
     assert torch.nonzero(x).cpu().tolist() == [[0], [1], [2]]
     assert torch_pjrt.metrics()["fallback_ops"] == {"aten::nonzero": 1}
     still_works()
+
+
+def test_out_of_memory_raises_and_process_survives():
+    with pytest.raises(torch.OutOfMemoryError):
+        x = torch.zeros(2**38, device=TPU)  # 1 TiB
+        x.add_(1)
+        x[0].item()
+    still_works()
