@@ -53,7 +53,8 @@ void collect_refs(const OpCall& call, std::vector<const TensorRef*>& refs) {
     if (a.kind == CallArg::Kind::TensorList)
       for (const auto& t : a.list) refs.push_back(&t);
   }
-  for (const auto& t : call.targets) refs.push_back(&t);
+  for (const auto& t : call.targets)
+    if (t.slot) refs.push_back(&t);
 }
 
 // For each ref, the index of the distinct slot it views; returns the count.

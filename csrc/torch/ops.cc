@@ -142,7 +142,9 @@ void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
 
 // ---------------------------------------------------------------- lowered ops
 
-// Functional: results become new tensors. InPlace: the result is written
+// Functional: results become new tensors (and, for ops that also update
+// some arguments, like batch norm's running stats, the lowering returns those
+// arguments' new values after the results). InPlace: the result is written
 // into self. Out: the functional op runs, then results are copied into out=
 // (resized when needed). OutDirect: the lowering is keyed by the out= name
 // itself, sees the out tensors as trailing arguments and writes into them.
@@ -162,6 +164,11 @@ void size_arange_out(c10::ArrayRef<c10::IValue> args) {
 }
 const std::unordered_map<std::string, void (*)(c10::ArrayRef<c10::IValue>)> kSizeOut = {
     {"aten::arange.start_out", size_arange_out},
+};
+
+// Ops that update arguments their schema does not mark as written.
+const std::unordered_map<std::string, std::vector<size_t>> kUnmarkedWrites = {
+    {"aten::native_batch_norm", {3, 4}},  // running_mean, running_var
 };
 
 // Ops whose lowering draws random numbers although their schema has no
@@ -185,8 +192,11 @@ class LoweredKernel final : public c10::OperatorKernel {
     returns_list_ = returns_ > 0 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const auto& a = schema.arguments()[i];
-      if (a.alias_info() && a.alias_info()->isWrite()) written_.push_back(i);
+      if (a.alias_info() && a.alias_info()->isWrite() && !(variant != Variant::InPlace && a.kwarg_only()))
+        written_.push_back(i);
     }
+    auto unmarked = kUnmarkedWrites.find(def_.name);
+    if (unmarked != kUnmarkedWrites.end() && variant == Variant::Functional) written_ = unmarked->second;
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;
     auto sizer = kSizeOut.find(def_.name);
     if (sizer != kSizeOut.end()) size_out_ = sizer->second;
@@ -302,6 +312,13 @@ class LoweredKernel final : public c10::OperatorKernel {
           for (const at::Tensor& t : args[i].toTensorList().vec()) call.targets.push_back(ref_of(t));
       }
     }
+    // A functional op that updates arguments: results first, then the new
+    // value of each written argument that is present.
+    if (variant_ == Variant::Functional && !written_.empty()) {
+      call.targets.resize(returns_);
+      for (size_t i : written_)
+        if (args[i].isTensor() && args[i].toTensor().defined()) call.targets.push_back(ref_of(args[i].toTensor()));
+    }
     if (variant_ == Variant::OutDirect)
       for (size_t i = 0; i < types_.size(); ++i)
         if (out_index_[i]) {
@@ -378,19 +395,20 @@ bool is_out_variant(const c10::FunctionSchema& s) {
 }
 
 // The functional op an out= schema computes: same base name, same non-out
-// argument names, no mutation.
+// argument names and types, no mutation.
 std::string functional_of_out(const c10::FunctionSchema& out,
                               const std::unordered_map<std::string, std::vector<c10::OperatorHandle>>& by_base) {
-  std::vector<std::string> names;
+  std::vector<const c10::Argument*> inputs;
   for (const auto& a : out.arguments())
-    if (!(a.kwarg_only() && a.alias_info() && a.alias_info()->isWrite())) names.push_back(a.name());
+    if (!(a.kwarg_only() && a.alias_info() && a.alias_info()->isWrite())) inputs.push_back(&a);
   auto it = by_base.find(out.name());
   if (it == by_base.end()) return "";
   for (const auto& h : it->second) {
     const auto& s = h.schema();
-    if (s.is_mutable() || s.arguments().size() != names.size()) continue;
+    if (s.is_mutable() || s.arguments().size() != inputs.size()) continue;
     bool same = true;
-    for (size_t i = 0; i < names.size(); ++i) same &= s.arguments()[i].name() == names[i];
+    for (size_t i = 0; i < inputs.size(); ++i)
+      same &= s.arguments()[i].name() == inputs[i]->name() && *s.arguments()[i].type() == *inputs[i]->type();
     if (same) return full_name(s.operator_name());
   }
   return "";
@@ -589,6 +607,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+// scaled_dot_product_attention asks which fused kernel to use; the math
+// path decomposes into matmul, softmax and dropout, which are all lowered
+// (and differentiable), so XLA sees and fuses the whole attention.
+int64_t fused_sdp_choice(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                         double, bool, std::optional<double>, bool) {
+  return 0;  // sdp::SDPBackend::math
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- registration
@@ -622,8 +648,6 @@ std::vector<std::string> register_lowered_ops() {
                        ? alias->second
                        : schema.name().substr(0, schema.name().size() - 1) +
                              (schema.overload_name().empty() ? "" : "." + schema.overload_name());
-    } else if (schema.is_mutable()) {
-      continue;  // ops that mutate some argument in place (batch-norm stats) need their own kernels
     }
     if (functional.empty()) continue;
     lowering::LowerFn fn = lowering::find_lowering(functional);
@@ -654,6 +678,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_fused_sdp_choice", fused_sdp_choice);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -99,22 +99,21 @@ def test_lr_scheduler_does_not_recompile(cls, kw):
     assert_runs_close(tpu, cpu)
 
 
-def _state(dtype, n_tensors=2, amsgrad=True, sgd=False):
-    """Random fused-optimizer arguments: params, grads and state lists (shapes with and without a vector tail)."""
+def _state(dtype, shapes=((5, 7), (33,)), amsgrad=True, sgd=False):
+    """Random fused-optimizer arguments: params, grads and state lists (the steps stay float32)."""
     gen = torch.Generator().manual_seed(3)
-    shapes = [(5, 7), (33,)][:n_tensors]
 
     def rand(pos=False):
         return [(torch.rand if pos else torch.randn)(s, generator=gen).to(dtype) for s in shapes]
 
     if sgd:
         return [rand(), rand(), rand()]
-    steps = [torch.tensor(float(3 + i)) for i in range(n_tensors)]
+    steps = [torch.tensor(float(3 + i)) for i in range(len(shapes))]
     return [rand(), rand(), rand(), rand(pos=True), rand(pos=True) if amsgrad else [], steps]
 
 
 def _run_op(op, lists, device, **kw):
-    lists = [[t.to(device) for t in lst] for lst in lists]
+    lists = [[t.clone().to(device) for t in lst] for lst in lists]
     kw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
     op(*lists, **kw)
     return [[t.cpu() for t in lst] for lst in lists]
@@ -147,15 +146,17 @@ def test_grad_scale_and_found_inf(op, kw, sgd, found_inf):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
 @pytest.mark.parametrize(
     "op,kw,sgd",
-    [(torch._fused_adamw_, ADAM_KW, False), (torch._fused_sgd_, dict(SGD_KW, nesterov=False), True)],
+    [(torch._fused_adamw_, ADAM_KW, False), (torch._fused_sgd_, SGD_KW, True)],
     ids=["adamw", "sgd"],
 )
 def test_other_dtypes(op, kw, sgd, dtype):
-    lists = _state(dtype, n_tensors=1, sgd=sgd)  # one short tensor: PyTorch's scalar tail loop
+    # Ten elements: PyTorch's CPU kernels then run only their scalar loop. (In torch 2.13 the vectorized
+    # loop of the bf16/f16 fused SGD kernel never stores the params and misreads the momentum buffer.)
+    lists = _state(dtype, shapes=((2, 5),), sgd=sgd)
     expected = _run_op(op, lists, "cpu", **kw)
     actual = _run_op(op, lists, DEVICE, **kw)
     rtol, atol = TOLERANCES[dtype]
     for a_list, e_list in zip(actual, expected):
         for a, e in zip(a_list, e_list):
-            assert a.dtype == dtype
+            assert a.dtype == e.dtype
             torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
