@@ -356,11 +356,8 @@ std::unique_ptr<Engine::Entry> Engine::build(const OpCall& call) {
 }
 
 runtime::BufferPtr Engine::scalar_buffer(const CallArg& a, int device) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, a.scalar_bytes, sizeof bits);
-  std::string key(reinterpret_cast<const char*>(&bits), sizeof bits);
-  key += static_cast<char>(a.scalar_dtype);
-  key += static_cast<char>(device);
+  ScalarKey key{0, static_cast<uint32_t>(a.scalar_dtype) << 16 | static_cast<uint32_t>(device)};
+  std::memcpy(&key.bits, a.scalar_bytes, sizeof key.bits);
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = scalars_.find(key);

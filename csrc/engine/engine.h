@@ -176,7 +176,16 @@ class Engine {
   std::atomic<Mode> mode_{Mode::Strict};
   std::mutex mu_;
   std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> cache_;
-  std::unordered_map<std::string, runtime::BufferPtr> scalars_;  // scalar constants by value
+  // Uploaded runtime scalars by (bits, dtype and device), reused across calls.
+  struct ScalarKey {
+    uint64_t bits;
+    uint32_t kind;
+    bool operator==(const ScalarKey& o) const { return bits == o.bits && kind == o.kind; }
+  };
+  struct ScalarKeyHash {
+    size_t operator()(const ScalarKey& k) const { return std::hash<uint64_t>()(k.bits * 31 + k.kind); }
+  };
+  std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;
   std::vector<std::pair<runtime::BufferPtr, std::string>> pending_checks_;
   std::vector<OpDef*> ops_;
   Metrics metrics_;

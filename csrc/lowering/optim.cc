@@ -177,12 +177,9 @@ V fused_sgd(Context& cx) {
 
 std::vector<Entry> optim_lowerings() {
   return {
-      {"aten::_fused_adam", fused_adam},
-      {"aten::_fused_adam.tensor_lr", fused_adam},
-      {"aten::_fused_adamw", fused_adamw},
-      {"aten::_fused_adamw.tensor_lr", fused_adamw},
-      {"aten::_fused_sgd", fused_sgd},
-      {"aten::_fused_sgd.tensor_lr", fused_sgd},
+      {"aten::_fused_adam", fused_adam},   {"aten::_fused_adam.tensor_lr", fused_adam},
+      {"aten::_fused_adamw", fused_adamw}, {"aten::_fused_adamw.tensor_lr", fused_adamw},
+      {"aten::_fused_sgd", fused_sgd},     {"aten::_fused_sgd.tensor_lr", fused_sgd},
   };
 }
 

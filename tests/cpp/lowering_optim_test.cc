@@ -19,12 +19,12 @@ TEST(OptimAdamW, OneStepMatchesHandComputedUpdate) {
     auto list = [&](DType t, hlo::Dims d) { return Arg::tensor_list({b.parameter({t, d})}); };
     auto f64 = [&] { return Arg::scalar(b.parameter({DType::F64, {}})); };
     std::vector<Arg> args{list(DType::F32, {3}), list(DType::F32, {3}), list(DType::F32, {3}),
-                          list(DType::F32, {3}), Arg::tensor_list({}),   list(DType::F32, {})};
+                          list(DType::F32, {3}), Arg::tensor_list({}),  list(DType::F32, {})};
     for (int i = 0; i < 5; ++i) args.push_back(f64());  // lr, beta1, beta2, weight_decay, eps
-    args.push_back(Arg::boolean(false));                 // amsgrad
-    args.push_back(Arg::boolean(false));                 // maximize
-    args.push_back(Arg::none());                         // grad_scale
-    args.push_back(Arg::none());                         // found_inf
+    args.push_back(Arg::boolean(false));                // amsgrad
+    args.push_back(Arg::boolean(false));                // maximize
+    args.push_back(Arg::none());                        // grad_scale
+    args.push_back(Arg::none());                        // found_inf
     return args;
   });
   ASSERT_EQ(l.results.size(), 4u);  // params, grads, exp_avgs, exp_avg_sqs

@@ -92,7 +92,9 @@ def test_lr_scheduler_does_not_recompile(cls, kw):
         return torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0 / (1 + i))
 
     cpu = train("cpu", lambda ps: cls(ps, fused=True, **kw), steps=6, scheduler=sched)
-    tpu = train("tpu", lambda ps: cls(ps, fused=True, **kw), steps=6, scheduler=sched, after_warmup=torch_pjrt.reset_metrics)
+    tpu = train(
+        "tpu", lambda ps: cls(ps, fused=True, **kw), steps=6, scheduler=sched, after_warmup=torch_pjrt.reset_metrics
+    )
     m = torch_pjrt.metrics()
     assert m["compiles"] == 0, m
     assert m["fallback_ops"] == {}
@@ -120,7 +122,9 @@ def _run_op(op, lists, device, **kw):
 
 
 ADAM_KW = dict(lr=0.01, beta1=0.9, beta2=0.999, weight_decay=0.1, eps=1e-8, amsgrad=True, maximize=False)
-SGD_KW = dict(weight_decay=0.01, momentum=0.9, lr=0.05, dampening=0.1, nesterov=True, maximize=False, is_first_step=False)
+SGD_KW = dict(
+    weight_decay=0.01, momentum=0.9, lr=0.05, dampening=0.1, nesterov=True, maximize=False, is_first_step=False
+)
 
 
 @pytest.mark.parametrize("found_inf", [0.0, 1.0])
