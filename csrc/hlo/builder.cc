@@ -271,7 +271,8 @@ Value Builder::compare(Value a, Value b, std::string_view direction) {
   a = broadcast_to(a, dims);
   b = broadcast_to(b, dims);
   return op("stablehlo.compare", {a, b}, TensorType{DType::Bool, dims},
-            "comparison_direction = #stablehlo<comparison_direction " + std::string(direction) + ">");
+            "comparison_direction = #stablehlo<comparison_direction " + std::string(direction) +
+                ">, compare_type = #stablehlo<comparison_type " + std::string(comparison_type(a.dtype())) + ">");
 }
 
 Value Builder::select(Value pred, Value on_true, Value on_false) {

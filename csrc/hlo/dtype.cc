@@ -45,6 +45,11 @@ Category category(DType t) { return info(t).category; }
 bool is_unsigned(DType t) { return info(t).is_unsigned; }
 int pjrt_code(DType t) { return info(t).pjrt; }
 
+std::string_view comparison_type(DType t) {
+  if (is_floating(t)) return "FLOAT";
+  return is_unsigned(t) ? "UNSIGNED" : "SIGNED";
+}
+
 std::string literal(double v, DType t) {
   char buf[64];
   if (category(t) == Category::Bool) return v != 0 ? "true" : "false";

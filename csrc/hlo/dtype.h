@@ -41,6 +41,9 @@ inline bool is_integral(DType t) { return category(t) == Category::Integral; }
 bool is_unsigned(DType t);
 // The PJRT_Buffer_Type code of this dtype (see runtime/pjrt_types.cc).
 int pjrt_code(DType t);
+// The StableHLO comparison_type for comparing values of `t`: FLOAT,
+// SIGNED or UNSIGNED (bool compares as unsigned).
+std::string_view comparison_type(DType t);
 // `v` spelled as a StableHLO dense literal of element type `t` ("true",
 // "-3", "2.5e+00", or a hex bit pattern for inf and nan).
 std::string literal(double v, DType t);

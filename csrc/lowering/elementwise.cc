@@ -270,6 +270,7 @@ V reciprocal(Context& cx) {
 }
 V relu(Context& cx) {
   Value x = cx.tensor(0);
+  if (x.dtype() == DType::Bool) cx.fail("Boolean inputs not supported for relu");
   return {nan_extremum(cx.b, x, scalar_like(cx, 0, x), true)};
 }
 V silu(Context& cx) {

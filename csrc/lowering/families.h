@@ -15,6 +15,10 @@ std::vector<Entry> nn_lowerings();           // nn.cc
 std::vector<Entry> random_lowerings();       // random.cc
 std::vector<Entry> creation_lowerings();     // creation.cc
 std::vector<Entry> optim_lowerings();        // optim.cc
+std::vector<Entry> conv_lowerings();         // conv.cc
+std::vector<Entry> pool_lowerings();         // pool.cc
+std::vector<Entry> norm_lowerings();         // norm.cc
+std::vector<Entry> embedding_bag_lowerings();  // embedding_bag.cc
 
 // Shared helpers for lowerings of several families.
 // Arguments i and j promoted to their common dtype (torch.result_type).

@@ -43,6 +43,12 @@ Value max_over(hlo::Builder& b, Value x, const Dims& dims) {
   return b.reduce(x, b.constant(-INFINITY, x.dtype()), dims, "stablehlo.maximum");
 }
 
+// max(x, lo) and min(x, hi) that keep a NaN x whatever the plugin's
+// stablehlo.maximum/minimum do with NaN operands (the CPU plugin's depend on
+// the operand order).
+Value at_least(hlo::Builder& b, Value x, Value lo) { return b.select(b.compare(x, lo, "LT"), lo, x); }
+Value at_most(hlo::Builder& b, Value x, Value hi) { return b.select(b.compare(x, hi, "GT"), hi, x); }
+
 Value any_all(hlo::Builder& b, Value pred) {
   Dims all;
   for (int64_t i = 0; i < pred.rank(); ++i) all.push_back(i);
@@ -276,7 +282,9 @@ NllRows nll_rows(Context& cx, size_t xi, size_t wi, size_t ii, DType t) {
   Value out_of_range = b.or_(b.compare(target, zero, "LT"), b.compare(target, b.constant(static_cast<double>(c), DType::I64), "GE"));
   cx.check(any_all(b, b.and_(valid, out_of_range)), "Target is out of bounds.");
   Value safe = b.clamp(zero, target, b.constant(static_cast<double>(std::max<int64_t>(c - 1, 0)), DType::I64));
-  Value w = cx.none(wi) ? b.full(1, {t, {m}}) : b.take_along(cx.as(wi, t), safe, 0);
+  // No rows (an empty batch) or no classes: nothing to gather from.
+  bool empty = m == 0 || c == 0;
+  Value w = cx.none(wi) ? b.full(1, {t, {m}}) : empty ? b.full(0, {t, {m}}) : b.take_along(cx.as(wi, t), safe, 0);
   w = b.select(valid, w, b.constant(0, t));
   return {x, safe, w, valid, c};
 }
@@ -284,6 +292,7 @@ NllRows nll_rows(Context& cx, size_t xi, size_t wi, size_t ii, DType t) {
 // x[m, target[m]] for each row m of an [M, C] x.
 Value pick(hlo::Builder& b, Value x, Value target) {
   int64_t m = x.dims()[0];
+  if (m == 0 || x.dims()[1] == 0) return b.full(0, {x.dtype(), {m}});
   Value rows = b.iota({DType::I64, {m, 1}}, 0);
   Value idx = b.concatenate({rows, b.reshape(target, {m, 1})}, 1);
   return b.gather(x, idx, {}, {0, 1}, {0, 1}, {1, 1}, {m});
@@ -358,7 +367,7 @@ V binary_cross_entropy(Context& cx) {
   DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
   Value x = b.convert(self, t), y = cx.as(1, t);
   Value one = b.constant(1, t), floor = b.constant(-100, t);
-  Value lx = b.max(b.log(x), floor), l1x = b.max(b.log(b.sub(one, x)), floor);
+  Value lx = at_least(b, b.log(x), floor), l1x = at_least(b, b.log(b.sub(one, x)), floor);
   Value loss = b.neg(b.add(b.mul(y, lx), b.mul(b.sub(one, y), l1x)));
   if (!cx.none(2)) loss = b.mul(loss, cx.as(2, t));
   return {b.convert(reduce_loss(b, loss, cx.integer(3)), out)};
@@ -371,7 +380,7 @@ V binary_cross_entropy_backward(Context& cx) {
   Value self = cx.tensor(1);
   DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
   Value x = b.convert(self, t), y = cx.as(2, t);
-  Value denom = b.max(b.mul(b.sub(b.constant(1, t), x), x), b.constant(1e-12, t));
+  Value denom = at_least(b, b.mul(b.sub(b.constant(1, t), x), x), b.constant(1e-12, t));
   Value r = b.mul(b.div(b.sub(x, y), denom), cx.as(0, t));
   if (!cx.none(3)) r = b.mul(r, cx.as(3, t));
   if (cx.integer(4) == kMean) r = b.div(r, b.constant(static_cast<double>(self.type.numel()), t));
@@ -413,7 +422,7 @@ V hardtanh(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
   DType t = hlo::opmath_type(self.dtype());
-  Value r = b.min(b.max(b.convert(self, t), cx.as(1, t)), cx.as(2, t));
+  Value r = at_most(b, at_least(b, b.convert(self, t), cx.as(1, t)), cx.as(2, t));
   return {b.convert(r, self.dtype())};
 }
 

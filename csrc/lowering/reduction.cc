@@ -314,6 +314,7 @@ DType any_all_type(DType t) { return t == DType::U8 ? DType::U8 : DType::Bool; }
 Value any_all(Context& cx, Value x, const Dims& dims, bool keepdim, bool is_any) {
   auto& b = cx.b;
   Value p = b.convert(x, DType::Bool);
+  if (dims.empty()) return b.convert(p, any_all_type(x.dtype()));  // nothing to reduce
   Value r = b.reduce(p, b.constant(is_any ? 0 : 1, DType::Bool), dims, is_any ? "stablehlo.or" : "stablehlo.and");
   return b.convert(keep(b, r, x.dims(), dims, keepdim), any_all_type(x.dtype()));
 }
@@ -327,13 +328,19 @@ V all(Context& cx) {
   return {any_all(cx, x, all_dims(x.rank()), false, false)};
 }
 // aten::any.dim / .dims, aten::all.dim / .dims(self, dim, bool keepdim)
+// Unlike sum and amax, any.dims / all.dims with an empty dim list reduce
+// nothing (the result is the input as bool); None still means every dim.
+Dims any_all_dims(Context& cx, int64_t rank) {
+  if (!cx.none(1) && cx.arg(1).kind == Arg::Kind::Ints && cx.ints(1).empty()) return {};
+  return reduce_dims(cx, 1, rank);
+}
 V any_dim(Context& cx) {
   Value x = cx.tensor(0);
-  return {any_all(cx, x, reduce_dims(cx, 1, x.rank()), cx.flag_or(2, false), true)};
+  return {any_all(cx, x, any_all_dims(cx, x.rank()), cx.flag_or(2, false), true)};
 }
 V all_dim(Context& cx) {
   Value x = cx.tensor(0);
-  return {any_all(cx, x, reduce_dims(cx, 1, x.rank()), cx.flag_or(2, false), false)};
+  return {any_all(cx, x, any_all_dims(cx, x.rank()), cx.flag_or(2, false), false)};
 }
 
 // ---- logsumexp

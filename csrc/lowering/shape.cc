@@ -369,9 +369,17 @@ V scatter_replace(Context& cx) {
   ScatterArgs s = scatter_args(cx);
   return {cx.b.reshape(scatter_along(cx.b, s.self, s.idx, s.src, s.dim, ""), s.out)};
 }
+// A summing scatter. As on CPU, float16 and bfloat16 sums accumulate in
+// float32 and round once.
+Value scatter_sum(hlo::Builder& b, Value self, Value idx, Value src, int64_t dim) {
+  DType t = self.dtype(), acc = hlo::is_floating(t) ? hlo::opmath_type(t) : t;
+  Value r = scatter_along(b, b.convert(self, acc), idx, b.convert(src, acc), dim, add_combiner(acc));
+  return b.convert(r, t);
+}
+
 V scatter_add(Context& cx) {
   ScatterArgs s = scatter_args(cx);
-  return {cx.b.reshape(scatter_along(cx.b, s.self, s.idx, s.src, s.dim, add_combiner(s.self.dtype())), s.out)};
+  return {cx.b.reshape(scatter_sum(cx.b, s.self, s.idx, s.src, s.dim), s.out)};
 }
 // scatter.reduce / scatter.value_reduce: reduce is "add" or "multiply".
 V scatter_reduce_legacy(Context& cx) {
@@ -408,7 +416,7 @@ V scatter_reduce_two(Context& cx) {
   auto base = [&](double identity) { return include_self ? self : b.select(hit, b.constant(identity, t), self); };
   Value r;
   if (red == "sum") {
-    r = scatter_along(b, base(0), s.idx, s.src, s.dim, add_combiner(t));
+    r = scatter_sum(b, base(0), s.idx, s.src, s.dim);
   } else if (red == "prod") {
     r = scatter_along(b, base(1), s.idx, s.src, s.dim, mul_combiner(t));
   } else if (red == "amax" || red == "amin") {
@@ -417,7 +425,7 @@ V scatter_reduce_two(Context& cx) {
     Value start = include_self ? self : scatter_along(b, self, s.idx, s.src, s.dim, "");
     r = scatter_along(b, start, s.idx, s.src, s.dim, red);
   } else {  // mean
-    Value sum = scatter_along(b, base(0), s.idx, s.src, s.dim, add_combiner(t));
+    Value sum = scatter_sum(b, base(0), s.idx, s.src, s.dim);
     Value n = include_self ? b.add(count, b.constant(1, DType::I64)) : count;
     n = b.convert(b.max(n, b.constant(1, DType::I64)), t);
     r = hlo::is_floating(t) ? b.div(sum, n) : int_floor_div(b, sum, n);

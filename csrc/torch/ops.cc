@@ -196,7 +196,7 @@ class LoweredKernel final : public c10::OperatorKernel {
         written_.push_back(i);
     }
     auto unmarked = kUnmarkedWrites.find(def_.name);
-    if (unmarked != kUnmarkedWrites.end() && variant == Variant::Functional) written_ = unmarked->second;
+    if (unmarked != kUnmarkedWrites.end() && variant != Variant::InPlace) written_ = unmarked->second;
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;
     auto sizer = kSizeOut.find(def_.name);
     if (sizer != kSizeOut.end()) size_out_ = sizer->second;
@@ -314,7 +314,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     // A functional op that updates arguments: results first, then the new
     // value of each written argument that is present.
-    if (variant_ == Variant::Functional && !written_.empty()) {
+    if ((variant_ == Variant::Functional || variant_ == Variant::Out) && !written_.empty()) {
       call.targets.resize(returns_);
       for (size_t i : written_)
         if (args[i].isTensor() && args[i].toTensor().defined()) call.targets.push_back(ref_of(args[i].toTensor()));

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "harness.h"
 
@@ -63,6 +65,115 @@ TEST(Elementwise, FloorDivideOfNegativeIntsRoundsDown) {
   EXPECT_EQ(out[1], -4);
   EXPECT_EQ(out[2], -2);
   EXPECT_EQ(out[3], 1);
+}
+
+// Python's float floor division (numpy.floor_divide agrees): 1 // 0.1 is 9 because float 0.1 is a little
+// more than a tenth; floor(1 / 0.1) would round the quotient up to 10 first. Division by zero gives a / b.
+TEST(Elementwise, FloorDivideOfFloatsFollowsPython) {
+  auto l = lower("aten::div.Tensor_mode", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {6}})), Arg::tensor(b.parameter({DType::F32, {6}})),
+                            Arg::string("floor")};
+  });
+  auto exe = testing::client().compile(l.text, 0);
+  float a[6] = {1, -1, 5, -7, 0.5f, 3}, d[6] = {0.1f, 0.1f, 0.5f, 2, 0, -0.7f};
+  auto ba = testing::client().from_host(a, DType::F32, {6}, 0);
+  auto bd = testing::client().from_host(d, DType::F32, {6}, 0);
+  float out[6];
+  exe->execute({ba->get(), bd->get()})[0]->to_host(out, sizeof out);
+  EXPECT_EQ(out[0], 9);
+  EXPECT_EQ(out[1], -10);
+  EXPECT_EQ(out[2], 10);
+  EXPECT_EQ(out[3], -4);
+  EXPECT_EQ(out[4], INFINITY);
+  EXPECT_EQ(out[5], -5);
+}
+
+// PyTorch's maximum/minimum/clamp give NaN when either operand is NaN (the
+// plugin's stablehlo.maximum drops a NaN second operand).
+TEST(Elementwise, MaximumMinimumPropagateNaNFromEitherSide) {
+  for (const char* op : {"aten::maximum", "aten::minimum", "aten::clamp_min.Tensor", "aten::clamp_max.Tensor"}) {
+    auto l = lower(op, [](hlo::Builder& b) {
+      return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {3}})), Arg::tensor(b.parameter({DType::F32, {3}}))};
+    });
+    auto exe = testing::client().compile(l.text, 0);
+    float x[3] = {1, NAN, 2}, y[3] = {NAN, 1, 3};
+    auto bx = testing::client().from_host(x, DType::F32, {3}, 0);
+    auto by = testing::client().from_host(y, DType::F32, {3}, 0);
+    float out[3];
+    exe->execute({bx->get(), by->get()})[0]->to_host(out, sizeof out);
+    EXPECT_TRUE(std::isnan(out[0])) << op;
+    EXPECT_TRUE(std::isnan(out[1])) << op;
+    EXPECT_FALSE(std::isnan(out[2])) << op;
+  }
+}
+
+// sign is (x > 0) - (x < 0): 0 for NaN, and a bool is its own sign.
+TEST(Elementwise, SignOfNaNIsZeroAndBoolIsIdentity) {
+  auto l = lower("aten::sign", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {4}}))};
+  });
+  auto out = testing::run<float, float>(l, {{NAN, -2.f, 0.f, 3.f}}, DType::F32);
+  EXPECT_EQ(out, (std::vector<float>{0, -1, 0, 1}));
+  auto lb = lower("aten::sign", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::Bool, {2}}))};
+  });
+  EXPECT_EQ(lb.results[0].dtype(), DType::Bool);
+}
+
+// gelu far in the negative tail is 0 (x * Phi(x) underflows), not x * (1 + erf(x / sqrt 2)) with an erf that stops
+// short of -1.
+TEST(Elementwise, GeluNegativeTailIsZero) {
+  auto l = lower("aten::gelu", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {3}})), Arg::string("none")};
+  });
+  auto out = testing::run<float, float>(l, {{-1000.f, -100.f, -20.f}}, DType::F32);
+  for (float v : out) EXPECT_EQ(v, 0.f);
+}
+
+// lerp in bfloat16 computes in float32 and rounds once, as PyTorch does: lerp(256, -254, 0.7) is
+// -254 - (-510) * 0.3 = -101. The old bfloat16 arithmetic (weight rounded to bfloat16, self + w * (end - self))
+// gave -100.
+TEST(Elementwise, LerpOfBfloat16RoundsOnce) {
+  auto l = lower("aten::lerp.Scalar", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::BF16, {1}})), Arg::tensor(b.parameter({DType::BF16, {1}})),
+                            Arg::scalar(b.parameter({DType::F64, {}}))};
+  });
+  ASSERT_EQ(l.results[0].dtype(), DType::BF16);
+  auto exe = testing::client().compile(l.text, 0);
+  uint16_t self = 0x4380, end = 0xC37E;  // 256, -254 in bfloat16
+  double w = 0.7;
+  auto bs = testing::client().from_host(&self, DType::BF16, {1}, 0);
+  auto be = testing::client().from_host(&end, DType::BF16, {1}, 0);
+  auto bw = testing::client().from_host(&w, DType::F64, {}, 0);
+  uint16_t out = 0;
+  exe->execute({bs->get(), be->get(), bw->get()})[0]->to_host(&out, sizeof out);
+  EXPECT_EQ(out, 0xC2CA);  // -101 in bfloat16
+}
+
+TEST(Elementwise, RefusesWhatPyTorchRefuses) {
+  auto error = [](const std::string& op, const std::function<std::vector<Arg>(hlo::Builder&)>& args) {
+    try {
+      lower(op, args);
+    } catch (const lowering::LoweringError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto t = [](hlo::Builder& b, DType d) { return Arg::tensor(b.parameter({d, {2}})); };
+  EXPECT_NE(error("aten::sub.Tensor", [&](hlo::Builder& b) { return std::vector<Arg>{t(b, DType::Bool), t(b, DType::F32)}; })
+                .find("with a bool tensor is not supported"),
+            std::string::npos);
+  EXPECT_NE(error("aten::neg", [&](hlo::Builder& b) { return std::vector<Arg>{t(b, DType::Bool)}; })
+                .find("on a bool tensor is not supported"),
+            std::string::npos);
+  EXPECT_NE(error("aten::addcdiv", [&](hlo::Builder& b) {
+              return std::vector<Arg>{t(b, DType::F32), t(b, DType::I64), t(b, DType::I32)};
+            }).find("Integer division with addcdiv"),
+            std::string::npos);
+  EXPECT_NE(error("aten::lerp.Tensor", [&](hlo::Builder& b) {
+              return std::vector<Arg>{t(b, DType::F32), t(b, DType::F16), t(b, DType::F32)};
+            }).find("for `end`"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -498,10 +498,19 @@ TEST(Reduction, ZeroDimInput) {
 }
 
 TEST(Reduction, BoolExtrema) {
-  auto am = lower("aten::argmax", [](hlo::Builder& b) {
+  auto md = lower("aten::max.dim", [](hlo::Builder& b) {
     return std::vector<Arg>{tensor(b, DType::Bool, {2, 3}), Arg::integer(1), Arg::boolean(false)};
   });
-  EXPECT_EQ(values<int64_t>(exec(am, {bytes(std::vector<uint8_t>{0, 1, 1, 0, 0, 0})})[0]), (std::vector<int64_t>{1, 0}));
+  auto md_out = exec(md, {bytes(std::vector<uint8_t>{0, 1, 1, 0, 0, 0})});
+  EXPECT_EQ(values<uint8_t>(md_out[0]), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(values<int64_t>(md_out[1]), (std::vector<int64_t>{1, 0}));
+  // PyTorch refuses argmax/argmin of bool (max.dim above is its spelling).
+  for (const char* op : {"aten::argmax", "aten::argmin"})
+    EXPECT_NE(lowering_error(op, [](hlo::Builder& b) {
+                return std::vector<Arg>{tensor(b, DType::Bool, {2, 3}), Arg::integer(1), Arg::boolean(false)};
+              }).find("does not support bool input"),
+              std::string::npos)
+        << op;
   auto mx = lower("aten::amax", [](hlo::Builder& b) {
     return std::vector<Arg>{tensor(b, DType::Bool, {2, 3}), Arg::integers({1}), Arg::boolean(false)};
   });
@@ -516,6 +525,17 @@ TEST(Reduction, VectorNormInfOfNaNIsNaN) {
   });
   auto out = exec(l, {bytes(std::vector<float>{1, float(kNaN), 2}), bytes(std::vector<double>{kInf})});
   EXPECT_TRUE(std::isnan(values<float>(out[0])[0]));
+}
+
+// any.dims / all.dims with an empty dim list reduce nothing (sum and amax reduce everything instead).
+TEST(Reduction, AnyAllOfEmptyDimListIsIdentity) {
+  for (const char* op : {"aten::any.dims", "aten::all.dims"}) {
+    auto l = lower(op, [](hlo::Builder& b) {
+      return std::vector<Arg>{tensor(b, DType::F32, {2, 2}), Arg::integers({}), Arg::boolean(false)};
+    });
+    ASSERT_EQ(l.results[0].dims(), (hlo::Dims{2, 2})) << op;
+    EXPECT_EQ(values<uint8_t>(exec(l, {bytes(std::vector<float>{0, 2, -1, 0})})[0]), (std::vector<uint8_t>{0, 1, 1, 0}));
+  }
 }
 
 }  // namespace

@@ -36,6 +36,16 @@ Host f64(Dims d, std::vector<double> v) { return host(DType::F64, std::move(d), 
 Host i64(Dims d, std::vector<int64_t> v) { return host(DType::I64, std::move(d), v); }
 Host i32(Dims d, std::vector<int32_t> v) { return host(DType::I32, std::move(d), v); }
 Host bools(Dims d, std::vector<uint8_t> v) { return host(DType::Bool, std::move(d), v); }
+// bfloat16 from floats that bfloat16 holds exactly (the top 16 bits of each).
+Host bf16(Dims d, const std::vector<float>& v) {
+  std::vector<uint16_t> bits;
+  for (float f : v) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bits.push_back(static_cast<uint16_t>(u >> 16));
+  }
+  return host(DType::BF16, std::move(d), bits);
+}
 // 0, 1, 2, ... as float32 of shape d.
 Host arange(Dims d) {
   std::vector<float> v(hlo::TensorType{DType::F32, d}.numel());
@@ -72,6 +82,12 @@ double to_double(const uint8_t* p, DType t) {
     case DType::I64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
     case DType::F32: return *reinterpret_cast<const float*>(p);
     case DType::F64: return *reinterpret_cast<const double*>(p);
+    case DType::BF16: {
+      uint32_t u = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(p)) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    }
     default: throw std::runtime_error("unsupported output dtype in test");
   }
 }
@@ -277,9 +293,9 @@ TEST(ShapeIndexSelect, Golden) {
             "    %2 = \"stablehlo.constant\"() {value = dense<0> : tensor<i64>} : () -> tensor<i64>\n"
             "    %3 = \"stablehlo.constant\"() {value = dense<3> : tensor<i64>} : () -> tensor<i64>\n"
             "    %4 = \"stablehlo.broadcast_in_dim\"(%2) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> tensor<2xi64>\n"
-            "    %5 = \"stablehlo.compare\"(%1, %4) {comparison_direction = #stablehlo<comparison_direction LT>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
+            "    %5 = \"stablehlo.compare\"(%1, %4) {comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
             "    %6 = \"stablehlo.broadcast_in_dim\"(%3) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> tensor<2xi64>\n"
-            "    %7 = \"stablehlo.compare\"(%1, %6) {comparison_direction = #stablehlo<comparison_direction GE>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
+            "    %7 = \"stablehlo.compare\"(%1, %6) {comparison_direction = #stablehlo<comparison_direction GE>, compare_type = #stablehlo<comparison_type SIGNED>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
             "    %8 = \"stablehlo.or\"(%5, %7) : (tensor<2xi1>, tensor<2xi1>) -> tensor<2xi1>\n"
             "    %9 = \"stablehlo.constant\"() {value = dense<false> : tensor<i1>} : () -> tensor<i1>\n"
             "    %10 = \"stablehlo.reduce\"(%8, %9) ({\n"
@@ -415,6 +431,40 @@ TEST(ShapeScatter, ReduceTwo) {
   EXPECT_EQ(scatter_reduce("mean", false, DType::I64), (D{5, 2, -1, 4}));
 }
 
+TEST(ShapeScatter, ExtremaPropagateNaN) {
+  // PyTorch's amax/amin keep a NaN from self or src; a bare stablehlo.maximum
+  // combiner on the CPU plugin drops it.
+  for (bool include_self : {true, false}) {
+    for (const char* how : {"amax", "amin"}) {
+      Prog p;
+      auto r = run_op(p, "aten::scatter_reduce.two",
+                      {p.t(f32({3}, {1, 2, kNaN})), Arg::integer(0), p.t(i64({4}, {0, 0, 1, 2})),
+                       p.t(f32({4}, {kNaN, 5, 1, 1})), Arg::string(how), Arg::boolean(include_self)});
+      double second = std::string(how) == "amax" ? (include_self ? 2 : 1) : 1;
+      expect_values(r.outs[0], DType::F32, {3}, {kNaN, second, include_self ? kNaN : 1});
+    }
+    Prog p;  // the NaN comes second
+    auto r = run_op(p, "aten::scatter_reduce.two",
+                    {p.t(f32({1}, {1})), Arg::integer(0), p.t(i64({2}, {0, 0})), p.t(f32({2}, {5, kNaN})),
+                     Arg::string("amax"), Arg::boolean(include_self)});
+    expect_values(r.outs[0], DType::F32, {1}, {kNaN});
+  }
+}
+
+TEST(ShapeScatter, BFloat16SumsAccumulateInFloat) {
+  // 256 + 1 rounds back to 256 in bfloat16; eight ones added in float32 give
+  // 264, which bfloat16 holds. CPU's scatter_add and scatter_reduce sum do so.
+  Prog p;
+  auto r = run_op(p, "aten::scatter_add", {p.t(bf16({2}, {256, 0})), Arg::integer(0),
+                                           p.t(i64({8}, {0, 0, 0, 0, 0, 0, 0, 0})), p.t(bf16({8}, std::vector<float>(8, 1)))});
+  expect_values(r.outs[0], DType::BF16, {2}, {264, 0});
+  Prog q;
+  auto s = run_op(q, "aten::scatter_reduce.two",
+                  {q.t(bf16({2}, {256, 0})), Arg::integer(0), q.t(i64({8}, {0, 0, 0, 0, 0, 0, 0, 0})),
+                   q.t(bf16({8}, std::vector<float>(8, 1))), Arg::string("sum"), Arg::boolean(true)});
+  expect_values(s.outs[0], DType::BF16, {2}, {264, 0});
+}
+
 TEST(ShapeIndexAdd, WithAlphaAlongRowsAndColumns) {
   {
     Prog p;
@@ -529,6 +579,18 @@ TEST(ShapeIndexPut, AccumulateSumsDuplicates) {
   EXPECT_FALSE(any_failed(r));
 }
 
+TEST(ShapeIndexPut, IndexPutImplIsIndexPut) {
+  // x[idx]'s backward and index_put_(accumulate=True) call _index_put_impl_.
+  Prog p;
+  Value x = p.in(f32({3}, {1, 2, 3}));
+  Arg list = Arg::tensor_list({p.in(i64({3}, {0, 2, 0}))});
+  list.ints = {1};
+  Value v = p.in(f32({3}, {10, 20, 30}));
+  auto r = run_op(p, "aten::_index_put_impl", {Arg::tensor(x), list, Arg::tensor(v), Arg::boolean(true), Arg::boolean(false)});
+  expect_values(r.outs[0], DType::F32, {3}, {41, 2, 23});
+  EXPECT_FALSE(any_failed(r));
+}
+
 TEST(ShapeIndexPut, ReplaceWithNegativeIndex) {
   Prog p;
   auto r = index_put_op(p, f32({3}, {1, 2, 3}), {i64({2}, {2, -3})}, {1}, f32({2}, {7, 8}), false);
@@ -622,6 +684,17 @@ TEST(ShapeTopk, LargestAndSmallest) {
                                       Arg::boolean(false), Arg::boolean(true)});
     expect_values(r.outs[0], DType::F32, {2}, {1, 3});
     expect_values(r.outs[1], DType::I64, {2}, {0, 2});
+  }
+}
+
+TEST(ShapeTopk, ZeroDimInputWithKZeroGivesTheElement) {
+  // CPU: topk(tensor(5.), 0) is (tensor(5.), tensor(0)), as for k = 1.
+  for (int64_t k : {0, 1}) {
+    Prog p;
+    auto r = run_op(p, "aten::topk", {p.t(f32({}, {5})), Arg::integer(k), Arg::integer(-1), Arg::boolean(true),
+                                      Arg::boolean(true)});
+    expect_values(r.outs[0], DType::F32, {}, {5});
+    expect_values(r.outs[1], DType::I64, {}, {0});
   }
 }
 

@@ -1,0 +1,133 @@
+// Numeric checks of the convolution lowerings (csrc/lowering/conv.cc)
+// against values computed by hand.
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace torch_pjrt {
+namespace {
+
+using hlo::DType;
+using testing::Arg;
+using testing::lower;
+
+std::vector<runtime::BufferPtr> run_all(const testing::Lowered& l, const std::vector<runtime::BufferPtr>& inputs) {
+  auto exe = testing::client().compile(l.text, 0);
+  std::vector<PJRT_Buffer*> raw;
+  for (const auto& b : inputs) raw.push_back(b->get());
+  return exe->execute(raw);
+}
+runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) {
+  return testing::client().from_host(v.data(), DType::F32, dims, 0);
+}
+std::vector<float> read(const runtime::BufferPtr& b, size_t n) {
+  std::vector<float> host(n);
+  b->to_host(host.data(), n * sizeof(float));
+  return host;
+}
+void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "at " << i;
+}
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+std::vector<Arg> conv_args(hlo::Builder& b, hlo::Dims in, hlo::Dims w, bool bias, std::vector<int64_t> stride,
+                           std::vector<int64_t> pad, bool transposed, std::vector<int64_t> out_pad, int64_t groups) {
+  int64_t n = static_cast<int64_t>(in.size()) - 2;
+  return {
+      Arg::tensor(b.parameter({DType::F32, in})),
+      Arg::tensor(b.parameter({DType::F32, w})),
+      bias ? Arg::tensor(b.parameter({DType::F32, {w[transposed ? 1 : 0] * (transposed ? groups : 1)}})) : Arg::none(),
+      Arg::integers(stride),
+      Arg::integers(pad),
+      Arg::integers(std::vector<int64_t>(n, 1)),
+      Arg::boolean(transposed),
+      Arg::integers(out_pad),
+      Arg::integer(groups)};
+}
+
+const std::vector<float> k3x3 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+const std::vector<float> kDiag = {1, 0, 0, 1};  // 2x2 kernel summing a window's diagonal
+
+TEST(ConvForward, DiagonalKernelWithBias) {
+  auto l = lower("aten::convolution", [](hlo::Builder& b) {
+    return conv_args(b, {1, 1, 3, 3}, {1, 1, 2, 2}, true, {1, 1}, {0, 0}, false, {0, 0}, 1);
+  });
+  ASSERT_EQ(l.results[0].dims(), (hlo::Dims{1, 1, 2, 2}));
+  auto out = read(run_all(l, {f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2}), f32({0.5f}, {1})})[0], 4);
+  expect_near(out, {6.5f, 8.5f, 12.5f, 14.5f});
+}
+
+TEST(ConvForward, StridedPadded) {
+  // pad 1, stride 2 over 3x3: windows at (-1,-1), (-1,1), (1,-1), (1,1); the
+  // diagonal of each: x[r][c] + x[r+1][c+1], padding counting 0.
+  auto l = lower("aten::convolution", [](hlo::Builder& b) {
+    return conv_args(b, {1, 1, 3, 3}, {1, 1, 2, 2}, false, {2, 2}, {1, 1}, false, {0, 0}, 1);
+  });
+  auto out = read(run_all(l, {f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2})})[0], 4);
+  expect_near(out, {1, 3, 7, 5 + 9});
+}
+
+TEST(ConvForward, TransposedWithOutputPadding) {
+  // 1d: x = [1, 2], w = [1, 10], stride 2, output_padding 1: length 5.
+  auto l = lower("aten::convolution", [](hlo::Builder& b) {
+    return conv_args(b, {1, 1, 2}, {1, 1, 2}, false, {2}, {0}, true, {1}, 1);
+  });
+  ASSERT_EQ(l.results[0].dims(), (hlo::Dims{1, 1, 5}));
+  auto out = read(run_all(l, {f32({1, 2}, {1, 1, 2}), f32({1, 10}, {1, 1, 2})})[0], 5);
+  expect_near(out, {1, 10, 2, 20, 0});
+}
+
+TEST(ConvForward, Depthwise) {
+  // groups = 2: channel c scaled by weight c.
+  auto l = lower("aten::convolution", [](hlo::Builder& b) {
+    return conv_args(b, {1, 2, 2}, {2, 1, 1}, false, {1}, {0}, false, {0}, 2);
+  });
+  auto out = read(run_all(l, {f32({1, 2, 3, 4}, {1, 2, 2}), f32({10, 100}, {2, 1, 1})})[0], 4);
+  expect_near(out, {10, 20, 300, 400});
+}
+
+// convolution_backward(grad_output, input, weight, bias_sizes?, stride, padding, dilation,
+//   transposed, output_padding, groups, output_mask)
+std::vector<Arg> backward_args(hlo::Builder& b, hlo::Dims go, hlo::Dims in, hlo::Dims w, int64_t groups,
+                               std::vector<int64_t> mask) {
+  int64_t n = static_cast<int64_t>(in.size()) - 2;
+  std::vector<int64_t> ones(n, 1), zeros(n, 0);
+  return {Arg::tensor(b.parameter({DType::F32, go})),
+          Arg::tensor(b.parameter({DType::F32, in})),
+          Arg::tensor(b.parameter({DType::F32, w})),
+          Arg::integers({w[0]}),
+          Arg::integers(ones),
+          Arg::integers(zeros),
+          Arg::integers(ones),
+          Arg::boolean(false),
+          Arg::integers(zeros),
+          Arg::integer(groups),
+          Arg::integers(mask)};
+}
+
+TEST(ConvBackward, AllThreeGradients) {
+  auto l = lower("aten::convolution_backward", [](hlo::Builder& b) {
+    return backward_args(b, {1, 1, 2, 2}, {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {1, 1, 1});
+  });
+  auto r = run_all(l, {f32({1, 1, 1, 1}, {1, 1, 2, 2}), f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2})});
+  // grad_input[r][c] = [r < 2 && c < 2] + [r >= 1 && c >= 1]
+  expect_near(read(r[0], 9), {1, 1, 0, 1, 2, 1, 0, 1, 1});
+  // grad_weight[i][j] = sum of the 2x2 window of x at offset (i, j)
+  expect_near(read(r[1], 4), {12, 16, 24, 28});
+  expect_near(read(r[2], 1), {4});
+}
+
+TEST(ConvBackward, GroupedWeightGradientAndMaskedZeros) {
+  // depthwise 1d, k = 1: grad_weight[c] = sum_t x[c][t] * g[c][t]
+  auto l = lower("aten::convolution_backward", [](hlo::Builder& b) {
+    return backward_args(b, {1, 2, 2}, {1, 2, 2}, {2, 1, 1}, 2, {0, 1, 0});
+  });
+  auto r = run_all(l, {f32({1, 1, 2, 2}, {1, 2, 2}), f32({1, 2, 3, 4}, {1, 2, 2}), f32({5, 6}, {2, 1, 1})});
+  expect_near(read(r[0], 4), {0, 0, 0, 0});
+  expect_near(read(r[1], 2), {3, 14});
+  expect_near(read(r[2], 2), {0, 0});
+}
+
+}  // namespace
+}  // namespace torch_pjrt
