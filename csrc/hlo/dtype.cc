@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -54,7 +55,12 @@ std::string literal(double v, DType t) {
   char buf[64];
   if (category(t) == Category::Bool) return v != 0 ? "true" : "false";
   if (category(t) == Category::Integral) {
-    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    // Doubles at or past the int64 limits (2^63 is exactly representable)
+    // saturate instead of wrapping.
+    long long i = v >= 9223372036854775807.0    ? std::numeric_limits<long long>::max()
+                  : v <= -9223372036854775808.0 ? std::numeric_limits<long long>::min()
+                                                : static_cast<long long>(v);
+    std::snprintf(buf, sizeof buf, "%lld", i);
     return buf;
   }
   if (std::isfinite(v)) {

@@ -550,12 +550,62 @@ V index_tensor(Context& cx) {
   return {b.gather(self, adv.coords, adv.offset_dims, adv.positions, adv.positions, slice, adv.result)};
 }
 
+// self[mask] = values (or +=) for one bool/uint8 mask over dims [p, p + m)
+// of self, the other list entries None: a select, no data-dependent shape,
+// as long as `values` does not need the number of true elements (a scalar,
+// or a value per non-masked element). Returns false when the indices are
+// not a lone mask.
+bool mask_put(Context& cx, Value self, Value values, bool accumulate, Value& out) {
+  auto& b = cx.b;
+  const Arg& a = cx.arg(1);
+  if (a.kind != Arg::Kind::TensorList || a.values.size() != 1) return false;
+  Value mask = a.values[0];
+  if (mask.dtype() != DType::Bool && mask.dtype() != DType::U8) return false;
+  std::vector<int64_t> present = a.ints.empty() ? std::vector<int64_t>{1} : a.ints;
+  int64_t p = std::find(present.begin(), present.end(), 1) - present.begin();
+  int64_t m = mask.rank(), r = self.rank();
+  Dims masked(self.dims().begin() + std::min(p, r), self.dims().begin() + std::min(p + m, r));
+  if (p + m > r || masked != mask.dims())
+    cx.fail("The shape of the mask " + dims_str(mask.dims()) + " at index 0 does not match the shape of the indexed tensor " +
+            dims_str(self.dims()) + " at index " + std::to_string(p));
+  // self[mask] has shape pre + [K] + post; `values` must broadcast to it for any K.
+  Dims pre(self.dims().begin(), self.dims().begin() + p), post(self.dims().begin() + p + m, self.dims().end());
+  Dims one_k = pre, spread = pre;
+  one_k.push_back(1);
+  one_k.insert(one_k.end(), post.begin(), post.end());
+  for (int64_t i = 0; i < m; ++i) spread.push_back(1);
+  spread.insert(spread.end(), post.begin(), post.end());
+  bool fits = false;
+  try {
+    fits = hlo::broadcast_shapes(values.dims(), one_k) == one_k;
+  } catch (const hlo::BuildError&) {
+  }
+  if (!fits)
+    cx.fail("boolean (mask) indices are data-dependent: self[mask] = values is supported when values is a scalar or has "
+            "one value per non-masked element (shape " + dims_str(one_k) + "), got values of shape " +
+            dims_str(values.dims()));
+  Value upd = b.broadcast_to(b.reshape(b.broadcast_to(values, one_k), spread), self.dims());
+  Value pred = mask.dtype() == DType::Bool ? mask : b.compare(mask, b.constant(0, DType::U8), "NE");
+  Dims bdims;
+  for (int64_t i = 0; i < m; ++i) bdims.push_back(p + i);
+  pred = b.broadcast_in_dim(pred, self.dims(), bdims);
+  if (accumulate) {
+    Value added = b.binary(add_combiner(self.dtype()), self, upd);
+    out = b.select(pred, added, self);
+  } else {
+    out = b.select(pred, upd, self);
+  }
+  return true;
+}
+
 // index_put(self, indices, values, accumulate): self[indices] = values (or +=).
 V index_put(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
   Value values = cx.as(2, self.dtype());
   bool accumulate = cx.flag_or(3, false);
+  Value masked;
+  if (mask_put(cx, self, values, accumulate, masked)) return {masked};
   Advanced adv = advanced_index(cx, self, 1);
   Dims target = adv.positions.empty() ? self.dims() : adv.result;
   try {

@@ -39,6 +39,8 @@ TEST(DType, LiteralsSpellNonFiniteAsHex) {
   EXPECT_EQ(literal(-INFINITY, DType::BF16), "0xFF80");
   EXPECT_EQ(literal(3, DType::I64), "3");
   EXPECT_EQ(literal(1, DType::Bool), "true");
+  EXPECT_EQ(literal(9223372036854775807.0, DType::I64), "9223372036854775807");
+  EXPECT_EQ(literal(-9223372036854775808.0, DType::I64), "-9223372036854775808");
 }
 
 }  // namespace

@@ -467,6 +467,21 @@ TEST(NnActivation, HardtanhAndBackward) {
   EXPECT_EQ(g, (std::vector<float>{0, 0, 7, 0}));  // the bounds themselves get no gradient
 }
 
+TEST(NnActivation, HardtanhKeepsNaN) {
+  // clamp(NaN) is NaN in PyTorch; the result must not depend on how the
+  // plugin's maximum/minimum treat NaN operands.
+  auto l = lower("aten::hardtanh", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {3}})), Arg::scalar(b.parameter({DType::F64, {}})),
+                            Arg::scalar(b.parameter({DType::F64, {}}))};
+  });
+  auto out = read<float>(run_all(l, {f32({NAN, -INFINITY, INFINITY}, {3}), f64(-1), f64(1)})[0], 3);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], -1.f);
+  EXPECT_EQ(out[2], 1.f);
+  EXPECT_EQ(l.text.find("stablehlo.maximum"), std::string::npos);
+  EXPECT_EQ(l.text.find("stablehlo.minimum"), std::string::npos);
+}
+
 TEST(NnActivation, EluAndBackward) {
   auto scalar = [](hlo::Builder& b) { return Arg::scalar(b.parameter({DType::F64, {}})); };
   auto l = lower("aten::elu", [&](hlo::Builder& b) {
