@@ -46,11 +46,13 @@ bool is_bool_arg(Context& cx, size_t i) { return cx.tensor(i).dtype() == DType::
 // PyTorch refuses subtraction with a bool operand (tensor or scalar).
 void check_sub(Context& cx) {
   if (is_bool_arg(cx, 0) && is_bool_arg(cx, 1))
-    cx.fail("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
-            "operator instead.");
+    cx.fail(
+        "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
+        "operator instead.");
   if (is_bool_arg(cx, 0) || is_bool_arg(cx, 1))
-    cx.fail("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, "
-            "use the `~` or `logical_not()` operator instead.");
+    cx.fail(
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, "
+        "use the `~` or `logical_not()` operator instead.");
 }
 
 // a + alpha * b (alpha argument `alpha_arg`, optional), alpha scaling in opmath.
@@ -106,8 +108,7 @@ Value float_floor_div(hlo::Builder& b, Value a, Value d) {
   Value zero = b.constant(0, t), one = b.constant(1, t);
   Value mod = b.binary("stablehlo.remainder", a, d);
   Value div = b.div(b.sub(a, mod), d);
-  Value fix = b.and_(b.compare(mod, zero, "NE"),
-                     b.compare(b.compare(d, zero, "LT"), b.compare(mod, zero, "LT"), "NE"));
+  Value fix = b.and_(b.compare(mod, zero, "NE"), b.compare(b.compare(d, zero, "LT"), b.compare(mod, zero, "LT"), "NE"));
   div = b.select(fix, b.sub(div, one), div);
   Value fl = b.unary("stablehlo.floor", div);
   fl = b.select(b.compare(b.sub(div, fl), b.constant(0.5, t), "GT"), b.add(fl, one), fl);
@@ -210,11 +211,12 @@ V addcmul(Context& cx) {
 // self + value * t1 / t2, in opmath; PyTorch refuses integer t1 and t2.
 V addcdiv(Context& cx) {
   if (!hlo::is_floating(cx.tensor(1).dtype()) && !hlo::is_floating(cx.tensor(2).dtype()))
-    cx.fail("Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
-            "true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
-            "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
-            "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
-            "(input + value * tensor1 / tensor2), for all dtypes.");
+    cx.fail(
+        "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
+        "true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
+        "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
+        "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
+        "(input + value * tensor1 / tensor2), for all dtypes.");
   DType t = cx.result_type({0, 1, 2});
   DType m = hlo::opmath_type(t);
   Value v = cx.none(3) ? cx.b.constant(1, m) : cx.as(3, m);
@@ -226,8 +228,9 @@ V addcdiv(Context& cx) {
 
 V neg(Context& cx) {
   if (is_bool_arg(cx, 0))
-    cx.fail("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use "
-            "the `~` or `logical_not()` operator instead.");
+    cx.fail(
+        "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use "
+        "the `~` or `logical_not()` operator instead.");
   return {cx.b.neg(cx.tensor(0))};
 }
 V abs(Context& cx) { return {cx.b.abs(cx.tensor(0))}; }
@@ -253,8 +256,12 @@ V tan(Context& cx) { return float_unary(cx, "stablehlo.tan"); }
 V tanh(Context& cx) { return float_unary(cx, "stablehlo.tanh"); }
 V sigmoid(Context& cx) { return float_unary(cx, "stablehlo.logistic"); }
 V erf(Context& cx) { return float_unary(cx, "chlo.erf"); }
-V floor(Context& cx) { return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.floor", cx.tensor(0)) : cx.tensor(0)}; }
-V ceil(Context& cx) { return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.ceil", cx.tensor(0)) : cx.tensor(0)}; }
+V floor(Context& cx) {
+  return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.floor", cx.tensor(0)) : cx.tensor(0)};
+}
+V ceil(Context& cx) {
+  return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.ceil", cx.tensor(0)) : cx.tensor(0)};
+}
 V round(Context& cx) {
   Value x = cx.tensor(0);
   return {hlo::is_floating(x.dtype()) ? cx.b.unary("stablehlo.round_nearest_even", x) : x};
@@ -379,6 +386,14 @@ V isnan(Context& cx) {
   Value x = cx.tensor(0);
   return {cx.b.compare(x, x, "NE")};
 }
+// isposinf / isneginf: x == +inf / -inf (always false for integers).
+Value equals_infinity(Context& cx, double inf) {
+  Value x = cx.tensor(0);
+  if (!hlo::is_floating(x.dtype())) return cx.b.full(0, TensorType{DType::Bool, x.dims()});
+  return cx.b.compare(x, scalar_like(cx, inf, x), "EQ");
+}
+V isposinf(Context& cx) { return {equals_infinity(cx, INFINITY)}; }
+V isneginf(Context& cx) { return {equals_infinity(cx, -INFINITY)}; }
 
 V where(Context& cx) {
   DType t = cx.result_type({1, 2});
@@ -495,6 +510,8 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::bitwise_xor.Scalar", bitwise_xor},
       {"aten::bitwise_not", bitwise_not},
       {"aten::isnan", isnan},
+      {"aten::isposinf", isposinf},
+      {"aten::isneginf", isneginf},
       {"aten::where.self", where},
       {"aten::masked_fill.Scalar", masked_fill},
       {"aten::masked_fill.Tensor", masked_fill},

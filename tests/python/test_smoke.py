@@ -16,3 +16,16 @@ def test_noncontiguous_view_keeps_strides():
 
 def test_mlp_grad():
     check(lambda x, w: torch.nn.functional.gelu(x @ w).sum(), torch.randn(5, 3), torch.randn(3, 2), grad=True)
+
+
+def test_isposinf_isneginf_and_attention_without_fallback():
+    import torch_pjrt
+
+    x = torch.tensor([1.0, float("inf"), -float("inf"), float("nan")])
+    torch_pjrt.reset_metrics()
+    check(torch.isposinf, x)
+    check(torch.isneginf, x)
+    check(torch.isneginf, torch.tensor([3, -4]))
+    q = torch.randn(1, 2, 4, 8)
+    check(lambda a: torch.nn.functional.scaled_dot_product_attention(a, a, a, is_causal=True), q, grad=True)
+    assert torch_pjrt.metrics()["fallback_ops"] == {}
