@@ -155,6 +155,8 @@ bool Engine::available() {
   }
 }
 
+bool Engine::started() { return g_engine != nullptr; }
+
 std::string Engine::load_error() {
   available();
   std::lock_guard<std::mutex> g(g_init_mu);
@@ -426,6 +428,16 @@ CallResult Engine::run(const OpCall& call) {
   }
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
 
+  if (!outs.empty()) {
+    bool full;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      in_flight_.emplace_back(outs[0]->ready_event(), call.op->name.c_str());
+      full = in_flight_.size() > kMaxInFlight;
+    }
+    if (full) await_in_flight(kMaxInFlight / 2);
+  }
+
   CallResult result;
   result.types = entry->fresh_types;
   std::vector<std::pair<runtime::BufferPtr, std::string>> checks;
@@ -463,7 +475,26 @@ CallResult Engine::run(const OpCall& call) {
   return result;
 }
 
+void Engine::await_in_flight(size_t keep) {
+  std::deque<std::pair<runtime::Event, const char*>> done;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    while (in_flight_.size() > keep) {
+      done.push_back(std::move(in_flight_.front()));
+      in_flight_.pop_front();
+    }
+  }
+  for (auto& [event, op] : done) {
+    try {
+      event.wait();
+    } catch (const runtime::Error& e) {
+      throw runtime::Error(e.code(), std::string(op) + " failed (reported at this sync point): " + e.what());
+    }
+  }
+}
+
 void Engine::sync() {
+  await_in_flight(0);
   std::vector<std::pair<runtime::BufferPtr, std::string>> checks;
   {
     std::lock_guard<std::mutex> g(mu_);

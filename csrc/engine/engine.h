@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -121,6 +122,8 @@ class Engine {
   static const std::string& plugin_path();
   // True when the plugin loaded; false (and no throw) when it did not.
   static bool available();
+  // True once the engine exists (without trying to load the plugin).
+  static bool started();
   // The error that made the plugin unavailable ("" when it loaded).
   static std::string load_error();
 
@@ -131,7 +134,8 @@ class Engine {
   // mode returns at once; debug mode waits and raises errors here.
   CallResult run(const OpCall& call);
 
-  // Sync point: waits for pending runtime checks and raises the first failure.
+  // Sync point: waits for every program enqueued so far, then reads pending
+  // runtime checks; raises the first failure of either.
   void sync();
   // Copies a slot's whole buffer to host memory (a sync point).
   void download(Slot& slot, void* dst);
@@ -187,6 +191,11 @@ class Engine {
   };
   std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;
   std::vector<std::pair<runtime::BufferPtr, std::string>> pending_checks_;
+  // Completion of programs enqueued since the last sync (with the op name for
+  // errors). Bounded: past kMaxInFlight the oldest half is awaited.
+  std::deque<std::pair<runtime::Event, const char*>> in_flight_;
+  static constexpr size_t kMaxInFlight = 4096;
+  void await_in_flight(size_t keep);
   std::vector<OpDef*> ops_;
   Metrics metrics_;
   static constexpr int kMaxDevices = 64;

@@ -144,11 +144,13 @@ void Buffer::to_host(void* dst, size_t nbytes) const {
   Event(plugin_, a.event).wait();
 }
 
-void Buffer::wait_ready() const {
+void Buffer::wait_ready() const { ready_event().wait(); }
+
+Event Buffer::ready_event() const {
   auto a = args_of<PJRT_Buffer_ReadyEvent_Args>();
   a.buffer = buffer_;
   check(plugin_->api(), plugin_->api()->PJRT_Buffer_ReadyEvent(&a), "PJRT_Buffer_ReadyEvent");
-  Event(plugin_, a.event).wait();
+  return Event(plugin_, a.event);
 }
 
 int64_t Buffer::on_device_bytes() const {

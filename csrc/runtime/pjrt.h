@@ -91,6 +91,9 @@ class Buffer {
   void to_host(void* dst, size_t nbytes) const;
   // Waits until the buffer's producer finished; throws its error if any.
   void wait_ready() const;
+  // An event that completes when the buffer's producer finishes. It does not
+  // keep the buffer alive.
+  Event ready_event() const;
   int64_t on_device_bytes() const;
 
  private:

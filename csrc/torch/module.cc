@@ -57,6 +57,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_configure", [](const std::string& path) { Engine::configure(path); });
   m.def("_register_ops", [] { return register_lowered_ops(); });
   m.def("_is_available", [] { return Engine::available(); });
+  m.def("_started", [] { return Engine::started(); });
   m.def("_load_error", [] { return Engine::load_error(); });
   m.def("_plugin_path", [] { return Engine::plugin_path(); });
   m.def("_device_count", [] { return Engine::available() ? Engine::get().device_count() : 0; });

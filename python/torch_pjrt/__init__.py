@@ -16,6 +16,7 @@ def _autoload() -> None:
     """
 
 
+import atexit
 import contextlib
 import os
 
@@ -109,6 +110,18 @@ def _mode_from_env() -> str | None:
         return "fused"
     return os.environ.get("TORCH_PJRT_EAGER_MODE") or None
 
+
+def _drain_at_exit() -> None:
+    # Let queued programs finish before the interpreter (and the plugin's
+    # thread pools) shut down.
+    if _C._started():
+        try:
+            _C._synchronize()
+        except Exception:
+            pass
+
+
+atexit.register(_drain_at_exit)
 
 _env_mode = _mode_from_env()
 if _env_mode and _C._is_available():
