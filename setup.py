@@ -13,6 +13,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
+        # Never autoload an installed (maybe stale) torch_pjrt while building this one.
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
         import torch
 
         build_dir = os.environ.get("TORCH_PJRT_BUILD_DIR", os.path.join(ROOT, "build"))

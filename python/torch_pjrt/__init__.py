@@ -8,14 +8,6 @@ StableHLO program on the PJRT plugin chosen by :func:`platform`.
 from __future__ import annotations
 
 
-def _autoload() -> None:
-    """Entry point for torch's device-backend autoload: importing this package is enough.
-
-    Defined before ``import torch`` because that import may itself trigger the
-    autoload while this module is still initialising.
-    """
-
-
 import atexit
 import contextlib
 import os
