@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import time
 
 import torch
 
@@ -105,12 +106,15 @@ def _mode_from_env() -> str | None:
 
 def _drain_at_exit() -> None:
     # Let queued programs finish before the interpreter (and the plugin's
-    # thread pools) shut down.
+    # thread pools) shut down. Then give torch's autograd device threads a
+    # moment to drop their last graph-task references: done during
+    # interpreter finalisation, that needs the GIL and aborts the process.
     if _C._started():
         try:
             _C._synchronize()
         except Exception:
             pass
+        time.sleep(0.05)
 
 
 atexit.register(_drain_at_exit)

@@ -157,3 +157,12 @@ def test_platform_reports_choice():
     assert info["available"]
     assert info["api_version"].startswith("0.")
     assert len(info["devices"]) == 4
+
+
+def test_clean_exit_after_backward():
+    # torch's autograd device thread used to drop its last graph-task reference
+    # during interpreter shutdown and abort the process (about half the runs).
+    code = "import torch, torch_pjrt; x = torch.randn(3, device='tpu', requires_grad=True); (x * 2).sum().backward()"
+    for _ in range(5):
+        r = _python(code)
+        assert r.returncode == 0, r.stderr[-500:]
