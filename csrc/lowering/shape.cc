@@ -324,10 +324,11 @@ Value scatter_along(hlo::Builder& b, Value self, Value idx, Value src, int64_t d
   Value upd = b.slice(src, Dims(r, 0), idx.dims(), Dims(r, 1));
   Value coords = along_coords(b, idx, dim);
   if (combiner == "amax" || combiner == "amin") {
-    std::string attrs = "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [], inserted_window_dims = " +
-                        dims_str(iota_dims(r)) + ", scatter_dims_to_operand_dims = " + dims_str(iota_dims(r)) +
-                        ", index_vector_dim = " + std::to_string(coords.rank() - 1) +
-                        ">, indices_are_sorted = false, unique_indices = false";
+    std::string attrs =
+        "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [], inserted_window_dims = " +
+        dims_str(iota_dims(r)) + ", scatter_dims_to_operand_dims = " + dims_str(iota_dims(r)) +
+        ", index_vector_dim = " + std::to_string(coords.rank() - 1) +
+        ">, indices_are_sorted = false, unique_indices = false";
     TensorType s{self.dtype(), {}};
     return b.op_multi("stablehlo.scatter", {self, coords, upd}, {self.type}, attrs,
                       {{{s, s}, extremum_region(combiner == "amax")}})[0];
@@ -566,8 +567,9 @@ bool mask_put(Context& cx, Value self, Value values, bool accumulate, Value& out
   int64_t m = mask.rank(), r = self.rank();
   Dims masked(self.dims().begin() + std::min(p, r), self.dims().begin() + std::min(p + m, r));
   if (p + m > r || masked != mask.dims())
-    cx.fail("The shape of the mask " + dims_str(mask.dims()) + " at index 0 does not match the shape of the indexed tensor " +
-            dims_str(self.dims()) + " at index " + std::to_string(p));
+    cx.fail("The shape of the mask " + dims_str(mask.dims()) +
+            " at index 0 does not match the shape of the indexed tensor " + dims_str(self.dims()) + " at index " +
+            std::to_string(p));
   // self[mask] has shape pre + [K] + post; `values` must broadcast to it for any K.
   Dims pre(self.dims().begin(), self.dims().begin() + p), post(self.dims().begin() + p + m, self.dims().end());
   Dims one_k = pre, spread = pre;
@@ -581,9 +583,10 @@ bool mask_put(Context& cx, Value self, Value values, bool accumulate, Value& out
   } catch (const hlo::BuildError&) {
   }
   if (!fits)
-    cx.fail("boolean (mask) indices are data-dependent: self[mask] = values is supported when values is a scalar or has "
-            "one value per non-masked element (shape " + dims_str(one_k) + "), got values of shape " +
-            dims_str(values.dims()));
+    cx.fail(
+        "boolean (mask) indices are data-dependent: self[mask] = values is supported when values is a scalar or has "
+        "one value per non-masked element (shape " +
+        dims_str(one_k) + "), got values of shape " + dims_str(values.dims()));
   Value upd = b.broadcast_to(b.reshape(b.broadcast_to(values, one_k), spread), self.dims());
   Value pred = mask.dtype() == DType::Bool ? mask : b.compare(mask, b.constant(0, DType::U8), "NE");
   Dims bdims;
@@ -602,6 +605,10 @@ bool mask_put(Context& cx, Value self, Value values, bool accumulate, Value& out
 V index_put(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
+  if (cx.tensor(2).dtype() != self.dtype())
+    cx.fail("Index put requires the source and destination dtypes match, got " +
+            std::string(hlo::dtype_name(self.dtype())) + " for the destination and " +
+            std::string(hlo::dtype_name(cx.tensor(2).dtype())) + " for the source.");
   Value values = cx.as(2, self.dtype());
   bool accumulate = cx.flag_or(3, false);
   Value masked;

@@ -7,7 +7,6 @@ StableHLO program on the PJRT plugin chosen by :func:`platform`.
 
 from __future__ import annotations
 
-
 import atexit
 import contextlib
 import os

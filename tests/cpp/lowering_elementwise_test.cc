@@ -23,9 +23,11 @@ TEST(Elementwise, AddTensorGolden) {
             "module @torch_pjrt {\n"
             "  func.func public @main(%0: tensor<2x3xf32>, %1: tensor<3xf32>, %2: tensor<i64>) -> (tensor<2x3xf32>) {\n"
             "    %3 = \"stablehlo.convert\"(%2) : (tensor<i64>) -> tensor<f32>\n"
-            "    %4 = \"stablehlo.broadcast_in_dim\"(%3) {broadcast_dimensions = array<i64>} : (tensor<f32>) -> tensor<3xf32>\n"
+            "    %4 = \"stablehlo.broadcast_in_dim\"(%3) {broadcast_dimensions = array<i64>} : (tensor<f32>) -> "
+            "tensor<3xf32>\n"
             "    %5 = \"stablehlo.multiply\"(%1, %4) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>\n"
-            "    %6 = \"stablehlo.broadcast_in_dim\"(%5) {broadcast_dimensions = array<i64: 1>} : (tensor<3xf32>) -> tensor<2x3xf32>\n"
+            "    %6 = \"stablehlo.broadcast_in_dim\"(%5) {broadcast_dimensions = array<i64: 1>} : (tensor<3xf32>) -> "
+            "tensor<2x3xf32>\n"
             "    %7 = \"stablehlo.add\"(%0, %6) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
             "    \"func.return\"(%7) : (tensor<2x3xf32>) -> ()\n"
             "  }\n"
@@ -160,19 +162,26 @@ TEST(Elementwise, RefusesWhatPyTorchRefuses) {
     return std::string();
   };
   auto t = [](hlo::Builder& b, DType d) { return Arg::tensor(b.parameter({d, {2}})); };
-  EXPECT_NE(error("aten::sub.Tensor", [&](hlo::Builder& b) { return std::vector<Arg>{t(b, DType::Bool), t(b, DType::F32)}; })
+  EXPECT_NE(error("aten::sub.Tensor",
+                  [&](hlo::Builder& b) {
+                    return std::vector<Arg>{t(b, DType::Bool), t(b, DType::F32)};
+                  })
                 .find("with a bool tensor is not supported"),
             std::string::npos);
   EXPECT_NE(error("aten::neg", [&](hlo::Builder& b) { return std::vector<Arg>{t(b, DType::Bool)}; })
                 .find("on a bool tensor is not supported"),
             std::string::npos);
-  EXPECT_NE(error("aten::addcdiv", [&](hlo::Builder& b) {
-              return std::vector<Arg>{t(b, DType::F32), t(b, DType::I64), t(b, DType::I32)};
-            }).find("Integer division with addcdiv"),
+  EXPECT_NE(error("aten::addcdiv",
+                  [&](hlo::Builder& b) {
+                    return std::vector<Arg>{t(b, DType::F32), t(b, DType::I64), t(b, DType::I32)};
+                  })
+                .find("Integer division with addcdiv"),
             std::string::npos);
-  EXPECT_NE(error("aten::lerp.Tensor", [&](hlo::Builder& b) {
-              return std::vector<Arg>{t(b, DType::F32), t(b, DType::F16), t(b, DType::F32)};
-            }).find("for `end`"),
+  EXPECT_NE(error("aten::lerp.Tensor",
+                  [&](hlo::Builder& b) {
+                    return std::vector<Arg>{t(b, DType::F32), t(b, DType::F16), t(b, DType::F32)};
+                  })
+                .find("for `end`"),
             std::string::npos);
 }
 

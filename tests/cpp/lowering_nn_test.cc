@@ -332,21 +332,28 @@ TEST(NnNllLoss, EmptyBatchCompilesAndReduces) {
   // mean is 0 / 0 = nan (as on CPU), and the backward is an empty gradient.
   for (bool weight : {false, true}) {
     for (int64_t reduction : {1, 2}) {
-      auto l = lower("aten::nll_loss_forward",
-                     [&](hlo::Builder& b) { return nll_args(b, {0, 3}, {0}, weight, reduction, -100); });
+      auto l = lower("aten::nll_loss_forward", [&](hlo::Builder& b) {
+        return nll_args(b, {0, 3}, {0}, weight, reduction, -100);
+      });
       std::vector<runtime::BufferPtr> in = {f32({}, {0, 3}), i64({}, {0})};
       if (weight) in.push_back(f32(kWeight, {3}));
       auto r = run_all(l, in);
       float loss = read<float>(r[0], 1)[0];
-      if (reduction == 2) EXPECT_EQ(loss, 0.f);
-      else EXPECT_TRUE(std::isnan(loss));
+      if (reduction == 2)
+        EXPECT_EQ(loss, 0.f);
+      else
+        EXPECT_TRUE(std::isnan(loss));
       EXPECT_EQ(read<float>(r[1], 1)[0], 0.f);
     }
   }
   auto l = lower("aten::nll_loss_backward", [](hlo::Builder& b) {
-    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {}})), Arg::tensor(b.parameter({DType::F32, {0, 3}})),
-                            Arg::tensor(b.parameter({DType::I64, {0}})), Arg::none(), Arg::integer(2),
-                            Arg::integer(-100), Arg::tensor(b.parameter({DType::F32, {}}))};
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {}})),
+                            Arg::tensor(b.parameter({DType::F32, {0, 3}})),
+                            Arg::tensor(b.parameter({DType::I64, {0}})),
+                            Arg::none(),
+                            Arg::integer(2),
+                            Arg::integer(-100),
+                            Arg::tensor(b.parameter({DType::F32, {}}))};
   });
   EXPECT_EQ(l.results[0].dims(), (hlo::Dims{0, 3}));
   EXPECT_NO_THROW(testing::client().compile(l.text, 0));

@@ -292,10 +292,14 @@ TEST(ShapeIndexSelect, Golden) {
             "  func.func public @main(%0: tensor<3x4xf32>, %1: tensor<2xi64>) -> (tensor<2x4xf32>, tensor<i1>) {\n"
             "    %2 = \"stablehlo.constant\"() {value = dense<0> : tensor<i64>} : () -> tensor<i64>\n"
             "    %3 = \"stablehlo.constant\"() {value = dense<3> : tensor<i64>} : () -> tensor<i64>\n"
-            "    %4 = \"stablehlo.broadcast_in_dim\"(%2) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> tensor<2xi64>\n"
-            "    %5 = \"stablehlo.compare\"(%1, %4) {comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
-            "    %6 = \"stablehlo.broadcast_in_dim\"(%3) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> tensor<2xi64>\n"
-            "    %7 = \"stablehlo.compare\"(%1, %6) {comparison_direction = #stablehlo<comparison_direction GE>, compare_type = #stablehlo<comparison_type SIGNED>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
+            "    %4 = \"stablehlo.broadcast_in_dim\"(%2) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> "
+            "tensor<2xi64>\n"
+            "    %5 = \"stablehlo.compare\"(%1, %4) {comparison_direction = #stablehlo<comparison_direction LT>, "
+            "compare_type = #stablehlo<comparison_type SIGNED>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
+            "    %6 = \"stablehlo.broadcast_in_dim\"(%3) {broadcast_dimensions = array<i64>} : (tensor<i64>) -> "
+            "tensor<2xi64>\n"
+            "    %7 = \"stablehlo.compare\"(%1, %6) {comparison_direction = #stablehlo<comparison_direction GE>, "
+            "compare_type = #stablehlo<comparison_type SIGNED>} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>\n"
             "    %8 = \"stablehlo.or\"(%5, %7) : (tensor<2xi1>, tensor<2xi1>) -> tensor<2xi1>\n"
             "    %9 = \"stablehlo.constant\"() {value = dense<false> : tensor<i1>} : () -> tensor<i1>\n"
             "    %10 = \"stablehlo.reduce\"(%8, %9) ({\n"
@@ -455,8 +459,9 @@ TEST(ShapeScatter, BFloat16SumsAccumulateInFloat) {
   // 256 + 1 rounds back to 256 in bfloat16; eight ones added in float32 give
   // 264, which bfloat16 holds. CPU's scatter_add and scatter_reduce sum do so.
   Prog p;
-  auto r = run_op(p, "aten::scatter_add", {p.t(bf16({2}, {256, 0})), Arg::integer(0),
-                                           p.t(i64({8}, {0, 0, 0, 0, 0, 0, 0, 0})), p.t(bf16({8}, std::vector<float>(8, 1)))});
+  auto r = run_op(p, "aten::scatter_add",
+                  {p.t(bf16({2}, {256, 0})), Arg::integer(0), p.t(i64({8}, {0, 0, 0, 0, 0, 0, 0, 0})),
+                   p.t(bf16({8}, std::vector<float>(8, 1)))});
   expect_values(r.outs[0], DType::BF16, {2}, {264, 0});
   Prog q;
   auto s = run_op(q, "aten::scatter_reduce.two",
@@ -586,9 +591,36 @@ TEST(ShapeIndexPut, IndexPutImplIsIndexPut) {
   Arg list = Arg::tensor_list({p.in(i64({3}, {0, 2, 0}))});
   list.ints = {1};
   Value v = p.in(f32({3}, {10, 20, 30}));
-  auto r = run_op(p, "aten::_index_put_impl", {Arg::tensor(x), list, Arg::tensor(v), Arg::boolean(true), Arg::boolean(false)});
+  auto r = run_op(p, "aten::_index_put_impl",
+                  {Arg::tensor(x), list, Arg::tensor(v), Arg::boolean(true), Arg::boolean(false)});
   expect_values(r.outs[0], DType::F32, {3}, {41, 2, 23});
   EXPECT_FALSE(any_failed(r));
+}
+
+TEST(ShapeIndexPut, BoolMaskIsASelect) {
+  {
+    Prog p;  // x[mask] = 9 on a [2, 2] x
+    auto r = index_put_op(p, f32({2, 2}, {1, 2, 3, 4}), {bools({2, 2}, {1, 0, 0, 1})}, {1}, f32({}, {9}), false);
+    expect_values(r.outs[0], DType::F32, {2, 2}, {9, 2, 3, 9});
+    EXPECT_FALSE(any_failed(r));
+  }
+  {
+    Prog p;  // x[:, mask] += [10, 20] over the columns of the masked rows: values per non-masked element
+    auto r =
+        index_put_op(p, f32({2, 3}, {1, 2, 3, 4, 5, 6}), {bools({3}, {0, 1, 1})}, {0, 1}, f32({2, 1}, {10, 20}), true);
+    expect_values(r.outs[0], DType::F32, {2, 3}, {1, 12, 13, 4, 25, 26});
+  }
+  {
+    Prog p;  // values with one entry per true element: data-dependent, refused
+    EXPECT_THROW(index_put_op(p, f32({2}, {1, 2}), {bools({2}, {1, 1})}, {1}, f32({2}, {5, 6}), false),
+                 lowering::LoweringError);
+  }
+}
+
+TEST(ShapeIndexPut, ValuesOfAnotherDtypeAreRefused) {
+  Prog p;  // CPU: "Index put requires the source and destination dtypes match"
+  EXPECT_THROW(index_put_op(p, f32({3}, {1, 2, 3}), {i64({1}, {0})}, {1}, f64({1}, {5}), false),
+               lowering::LoweringError);
 }
 
 TEST(ShapeIndexPut, ReplaceWithNegativeIndex) {
@@ -691,8 +723,8 @@ TEST(ShapeTopk, ZeroDimInputWithKZeroGivesTheElement) {
   // CPU: topk(tensor(5.), 0) is (tensor(5.), tensor(0)), as for k = 1.
   for (int64_t k : {0, 1}) {
     Prog p;
-    auto r = run_op(p, "aten::topk", {p.t(f32({}, {5})), Arg::integer(k), Arg::integer(-1), Arg::boolean(true),
-                                      Arg::boolean(true)});
+    auto r = run_op(p, "aten::topk",
+                    {p.t(f32({}, {5})), Arg::integer(k), Arg::integer(-1), Arg::boolean(true), Arg::boolean(true)});
     expect_values(r.outs[0], DType::F32, {}, {5});
     expect_values(r.outs[1], DType::I64, {}, {0});
   }

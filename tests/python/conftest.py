@@ -25,7 +25,9 @@ def pytest_terminal_summary(terminalreporter):
     lowered = set(C._lowered_ops())
     ran = set(torch_pjrt.metrics().get("op_calls", {})) | _ran_before_reset
     missing = sorted(lowered - ran)
-    terminalreporter.write_line(f"torch_pjrt: {len(lowered) - len(missing)}/{len(lowered)} lowerings ran in this session")
+    terminalreporter.write_line(
+        f"torch_pjrt: {len(lowered) - len(missing)}/{len(lowered)} lowerings ran in this session"
+    )
     if 0 < len(missing) <= 40:  # a full run: name the stragglers
         terminalreporter.write_line("  never ran: " + ", ".join(missing))
 

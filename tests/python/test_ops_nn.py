@@ -8,9 +8,9 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from compare import DEVICE, assert_close, check, to_device
 
 import torch_pjrt
+from compare import DEVICE, assert_close, check, to_device
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 NAN, INF = float("nan"), float("inf")
@@ -190,8 +190,14 @@ LN_TOL = {torch.float32: {}, torch.bfloat16: {"rtol": 3e-2, "atol": 3e-2}, torch
 
 @pytest.mark.parametrize(
     "dtype,affine",
-    [(torch.float32, "none"), (torch.float32, "weight"), (torch.float32, "both"), (torch.bfloat16, "both"),
-     (torch.float16, "both"), (torch.float16, "none")],
+    [
+        (torch.float32, "none"),
+        (torch.float32, "weight"),
+        (torch.float32, "both"),
+        (torch.bfloat16, "both"),
+        (torch.float16, "both"),
+        (torch.float16, "none"),
+    ],
 )
 def test_layer_norm(dtype, affine):
     x = torch.randn(3, 4, 5).to(dtype) * 2 + 1
@@ -207,8 +213,12 @@ def test_layer_norm(dtype, affine):
         check(ln((4, 5)), x, *args, grad=True, **tol)
         if dtype == torch.float32:
             check(ln((5,)), x.transpose(0, 1), *[a[0] for a in args], grad=True)  # non-contiguous input
-        check(lambda a, *wb: torch.ops.aten.native_layer_norm(a, (4, 5), *wb, *([None] * (2 - len(wb))), 1e-5), x, *args,
-              **tol)
+        check(
+            lambda a, *wb: torch.ops.aten.native_layer_norm(a, (4, 5), *wb, *([None] * (2 - len(wb))), 1e-5),
+            x,
+            *args,
+            **tol,
+        )
 
 
 def test_layer_norm_mixed_dtypes():
@@ -229,11 +239,28 @@ def test_layer_norm_constant_rows_and_backward_mask():
         g = torch.randn(4, 5)
         for mask in ([True, True, True], [True, False, False], [False, True, False], [False, False, True]):
             # CPU leaves the outputs not asked for undefined; compare the others
-            check(lambda g, x, m, r, w, b: [o for o, want in zip(
-                torch.ops.aten.native_layer_norm_backward(g, x, (5,), m, r, w, b, mask), mask) if want],
-                g, x, mean, rstd, w, b)
-        check(lambda g, x, m, r: torch.ops.aten.native_layer_norm_backward(g, x, (5,), m, r, None, None, [True, False, False])[0],
-              g, x, mean, rstd)
+            check(
+                lambda g, x, m, r, w, b, mask=mask: [
+                    o
+                    for o, want in zip(torch.ops.aten.native_layer_norm_backward(g, x, (5,), m, r, w, b, mask), mask)
+                    if want
+                ],
+                g,
+                x,
+                mean,
+                rstd,
+                w,
+                b,
+            )
+        check(
+            lambda g, x, m, r: torch.ops.aten.native_layer_norm_backward(
+                g, x, (5,), m, r, None, None, [True, False, False]
+            )[0],
+            g,
+            x,
+            mean,
+            rstd,
+        )
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -245,7 +272,9 @@ def test_batch_norm_no_training(dtype):
     with lowered():
         check(lambda x, w, b, m, v: op(x, w, b, m, v, 0.1, 1e-5), x, w, b, m, v)
         check(lambda x, m, v: op(x, None, None, m, v, 0.1, 1e-3), torch.randn(4, 3, 2).to(dtype).permute(2, 1, 0), m, v)
-        check(lambda x, w, b, m, v: op(x, w, b, m, v, 0.1, 1e-5), x[:, :, 0], w.float(), b.float(), m.float(), v.float())
+        check(
+            lambda x, w, b, m, v: op(x, w, b, m, v, 0.1, 1e-5), x[:, :, 0], w.float(), b.float(), m.float(), v.float()
+        )
 
 
 # ---------------------------------------------------------------- nll_loss / cross_entropy
@@ -267,7 +296,9 @@ def test_nll_loss(reduction, weighted):
         check(lambda a, t: nll(a, t, 3), torch.randn(6, 5), target, grad=True)  # ignore_index
         check(lambda a, t: nll(a, t), torch.randn(5, 6).t(), target, grad=True)  # non-contiguous
         check(lambda a, t: nll(a, t), torch.randn(5), torch.tensor(2), grad=True)  # 1-D input
-        check(lambda a, t: nll(a, t, 1), torch.randn(2, 5, 3, 4), torch.randint(0, 5, (2, 3, 4)), grad=True)  # nll_loss2d
+        check(
+            lambda a, t: nll(a, t, 1), torch.randn(2, 5, 3, 4), torch.randint(0, 5, (2, 3, 4)), grad=True
+        )  # nll_loss2d
         check(lambda a, t: nll(a, t), torch.randn(2, 5, 3), torch.randint(0, 5, (2, 3)), grad=True)  # K-dim
 
 
@@ -276,7 +307,9 @@ def test_nll_loss_half(dtype):
     target = torch.tensor([0, 3, 1, 3])
     with lowered():
         for reduction in REDUCTIONS:
-            check(lambda a, t: F.nll_loss(a, t, reduction=reduction), x45(dtype), target, grad=True)
+            check(
+                lambda a, t, reduction=reduction: F.nll_loss(a, t, reduction=reduction), x45(dtype), target, grad=True
+            )
         check(lambda a, t: F.nll_loss(a, t), x45(), target, grad=True)  # mean without weight
 
 
@@ -286,11 +319,19 @@ def test_nll_loss_empty_batch(reduction):
     empty = torch.zeros(0, dtype=torch.long)
     with lowered():
         check(lambda a, t: F.nll_loss(a, t, reduction=reduction), torch.randn(0, 5), empty, grad=True)
-        check(lambda a, t: F.cross_entropy(a, t, torch.rand(5, device=a.device), reduction=reduction), torch.randn(0, 5),
-              empty, grad=True)
+        check(
+            lambda a, t: F.cross_entropy(a, t, torch.rand(5, device=a.device), reduction=reduction),
+            torch.randn(0, 5),
+            empty,
+            grad=True,
+        )
         if reduction == "mean":
-            check(lambda a, t: F.nll_loss(a, t, reduction=reduction), torch.randn(2, 5, 0, 3),
-                  torch.zeros(2, 0, 3).long(), grad=True)
+            check(
+                lambda a, t: F.nll_loss(a, t, reduction=reduction),
+                torch.randn(2, 5, 0, 3),
+                torch.zeros(2, 0, 3).long(),
+                grad=True,
+            )
 
 
 def test_nll_loss_all_ignored():
@@ -332,8 +373,12 @@ def test_cross_entropy_label_smoothing_with_weight():
     target = torch.tensor([0, 3, 1, 3])
     w = torch.rand(5) + 0.1
     torch_pjrt.reset_metrics()
-    check(lambda a, t: F.cross_entropy(a, t, w.to(a.device), ignore_index=1, label_smoothing=0.2), x45(), target,
-          grad=True)
+    check(
+        lambda a, t: F.cross_entropy(a, t, w.to(a.device), ignore_index=1, label_smoothing=0.2),
+        x45(),
+        target,
+        grad=True,
+    )
     assert set(torch_pjrt.metrics()["fallback_ops"]) <= {"aten::masked_select"}
 
 
@@ -366,10 +411,16 @@ def test_binary_cross_entropy(dtype, reduction):
     w = torch.rand(5).to(dtype)
     with lowered():
         # the target and weight are constants: BCE's target gradient is another op family's
-        check(lambda a: F.binary_cross_entropy(a, target.to(a.device), reduction=reduction), torch.rand(4, 5).to(dtype),
-              grad=True)
-        check(lambda a: F.binary_cross_entropy(a, target.to(a.device), w.to(a.device), reduction=reduction),
-              torch.rand(5, 4).to(dtype).t(), grad=True)
+        check(
+            lambda a: F.binary_cross_entropy(a, target.to(a.device), reduction=reduction),
+            torch.rand(4, 5).to(dtype),
+            grad=True,
+        )
+        check(
+            lambda a: F.binary_cross_entropy(a, target.to(a.device), w.to(a.device), reduction=reduction),
+            torch.rand(5, 4).to(dtype).t(),
+            grad=True,
+        )
 
 
 def test_binary_cross_entropy_edges_and_out():
@@ -403,17 +454,21 @@ NN_OUT = {
         lambda: [x45(), x45().log_softmax(1)],
     ),
     "native_layer_norm.out": (
-        lambda a, w: A.native_layer_norm.out(a, [5], w, None, 1e-5, out0=empty_like_out(a), out1=empty_like_out(a),
-                                             out2=empty_like_out(a)),
+        lambda a, w: A.native_layer_norm.out(
+            a, [5], w, None, 1e-5, out0=empty_like_out(a), out1=empty_like_out(a), out2=empty_like_out(a)
+        ),
         lambda: [x45(), torch.randn(5)],
     ),
     "nll_loss_forward.output": (
-        lambda a, t: A.nll_loss_forward.output(a, t, None, 1, -100, output=empty_like_out(a),
-                                               total_weight=empty_like_out(a)),
+        lambda a, t: A.nll_loss_forward.output(
+            a, t, None, 1, -100, output=empty_like_out(a), total_weight=empty_like_out(a)
+        ),
         lambda: [x45(), torch.tensor([0, 1, 4, 3])],
     ),
     "nll_loss_backward.grad_input": (
-        lambda g, a, t: A.nll_loss_backward.grad_input(g, a, t, None, 2, -100, torch.tensor(4.0), grad_input=empty_like_out(a)),
+        lambda g, a, t: A.nll_loss_backward.grad_input(
+            g, a, t, None, 2, -100, torch.tensor(4.0), grad_input=empty_like_out(a)
+        ),
         lambda: [torch.tensor(1.5), x45(), torch.tensor([0, 1, 4, 3])],
     ),
     "mse_loss_backward.grad_input": (

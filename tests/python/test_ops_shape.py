@@ -11,9 +11,9 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from compare import DEVICE, assert_close, check, to_device
 
 import torch_pjrt
+from compare import DEVICE, assert_close, check, to_device
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 INTS = [torch.int64, torch.int32]
@@ -79,7 +79,9 @@ def test_cat_stack_noncontiguous(layout):
 
 def test_cat_promotes_and_skips_legacy_empty():
     with lowered():
-        check(lambda a, b, c: torch.cat([a, b, c]), make((2, 3), torch.int32), torch.empty(0), make((1, 3), torch.int64))
+        check(
+            lambda a, b, c: torch.cat([a, b, c]), make((2, 3), torch.int32), torch.empty(0), make((1, 3), torch.int64)
+        )
         check(lambda a, b: torch.cat([a, b], 1), make((2, 3), torch.bool), make((2, 2), torch.float16))
 
 
@@ -141,7 +143,7 @@ def test_tril_triu_dtypes(dtype):
     x = make((2, 4, 5), dtype)
     with lowered():
         for k in (0, 2, -1) if dtype == torch.float32 else (1,):  # k is static: one program per value
-            check(lambda a: (torch.tril(a, k), torch.triu(a, -k)), x)
+            check(lambda a, k=k: (torch.tril(a, k), torch.triu(a, -k)), x)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -270,13 +272,15 @@ def test_scatter_reduce(dtype, reduce):
     kw = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.float16 and reduce in ("prod", "mean") else {}
     with lowered():
         for include_self in (True, False) if dtype in (torch.float32, torch.bfloat16, torch.int64) else (False,):
-            check(lambda a, j, s: a.scatter_reduce(1, j, s, reduce, include_self=include_self), x, i, src, **kw)
+            check(
+                lambda a, j, s, inc=include_self: a.scatter_reduce(1, j, s, reduce, include_self=inc), x, i, src, **kw
+            )
             if dtype != torch.float32:
                 continue
 
-            def inplace(a, j, s):
+            def inplace(a, j, s, inc=include_self):
                 v = a[1]
-                a.scatter_reduce_(1, j, s, reduce, include_self=include_self)
+                a.scatter_reduce_(1, j, s, reduce, include_self=inc)
                 return a, v
 
             check(inplace, x.t().contiguous().t(), i, src, **kw)  # into a transposed self
@@ -289,7 +293,7 @@ def test_scatter_reduce_nan_propagates(reduce):
     i = idx([0, 0, 1, 2, 2, 3])
     with lowered():
         for include_self in (True, False):
-            check(lambda a, j, s: a.scatter_reduce(0, j, s, reduce, include_self=include_self), x, i, src)
+            check(lambda a, j, s, inc=include_self: a.scatter_reduce(0, j, s, reduce, include_self=inc), x, i, src)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -311,8 +315,8 @@ def test_scatter_legacy_reduce(dtype):
     i = torch.randint(0, 5, (3, 4))
     with lowered():
         for reduce in ("add", "multiply"):
-            check(lambda a, j, s: a.clone().scatter_(1, j, s, reduce=reduce), x, i, src)
-            check(lambda a, j: a.clone().scatter_(1, j, 3, reduce=reduce), x, i)
+            check(lambda a, j, s, r=reduce: a.clone().scatter_(1, j, s, reduce=r), x, i, src)
+            check(lambda a, j, r=reduce: a.clone().scatter_(1, j, 3, reduce=r), x, i)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[:3])
@@ -499,6 +503,52 @@ def test_setitem_and_aliases():
         check(lambda a, i, v: a.index_put((i, i), v[0, :2], accumulate=True) * 1, x, i, v, grad=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_setitem_with_bool_mask(dtype):
+    # x[mask] = v needs no data-dependent shape when v does not depend on the number of true elements
+    x = make((4, 5), dtype)
+    mask, rows, cols = torch.rand(4, 5) > 0.5, torch.tensor([True, False, True, True]), torch.rand(5) > 0.5
+
+    def put(a, m, v, where=lambda a, m: (m,)):
+        alias = a[1]
+        a[where(a, m)] = v
+        return a, alias
+
+    with lowered():
+        check(put, x, mask, make((), dtype))
+        check(put, x, rows, make((5,), dtype))  # one value per element of a masked row
+        check(put, x, cols, make((4, 1), dtype), where=lambda a, m: (slice(None), m))
+        check(put, x.t().contiguous().t(), mask, make((), dtype))  # a transposed self
+        check(lambda a, m, v: a.index_put((m,), v, accumulate=True), x, mask, make((), dtype))
+        if dtype.is_floating_point:
+            check(
+                lambda a, m: a.index_put((m,), torch.tensor(0.0, dtype=dtype, device=a.device)) * 2, x, mask, grad=True
+            )
+
+
+def test_bool_mask_refusals():
+    x = dev(make((4, 5)))
+    mask = x > 0
+    with pytest.raises(RuntimeError, match="data-dependent"):
+        x[mask]  # the result's shape depends on the data
+    with pytest.raises(RuntimeError, match="data-dependent"):
+        x[mask] = torch.ones(int(mask.sum()), device=DEVICE)
+    with pytest.raises((IndexError, RuntimeError), match="does not match the shape"):  # CPU: IndexError
+        x[torch.tensor([True, False], device=DEVICE)] = 1.0
+
+
+def test_index_put_values_dtype_must_match():
+    # as on CPU; Python numbers are converted by __setitem__ and are fine
+    for device in ("cpu", DEVICE):
+        x = torch.zeros(3, device=device)
+        i = torch.tensor([0], device=device)
+        with pytest.raises(RuntimeError, match="dtypes match"):
+            x.index_put_((i,), torch.tensor(1.0, dtype=torch.float64, device=device))
+        x[i] = 2
+        x[i + 1] = True
+        assert x.tolist() == [2.0, 1.0, 0.0]
+
+
 def test_index_put_values_broadcast_error():
     x = torch.zeros(4, 3, device=DEVICE)
     with pytest.raises(RuntimeError, match="shape mismatch"):
@@ -601,18 +651,32 @@ SHAPE_OUT = {
     "repeat.out": (lambda a: A.repeat.out(a, [2, 1], out=out_like(a)), lambda: [make((4, 5))]),
     "constant_pad_nd.out": (lambda a: A.constant_pad_nd.out(a, [1, -1], 2.0, out=out_like(a)), lambda: [make((4, 5))]),
     "index.Tensor_out": (lambda a, i: A.index.Tensor_out(a, [i], out=out_like(a)), lambda: [make((4, 5)), idx([1, 0])]),
-    "index_put.out": (lambda a, i, v: A.index_put.out(a, [i], v, True, out=out_like(a)),
-                      lambda: [make((4, 5)), idx([1, 1]), make((5,))]),
-    "scatter_reduce.two_out": (lambda a, i, s: A.scatter_reduce.two_out(a, 0, i, s, "amax", out=out_like(a)),
-                               lambda: [make((4, 5)), torch.randint(0, 4, (2, 5)), make((2, 5))]),
-    "scatter.value_out": (lambda a, i: A.scatter.value_out(a, 0, i, 2.0, out=out_like(a)),
-                          lambda: [make((4, 5)), torch.randint(0, 4, (1, 5))]),
-    "index_add.out": (lambda a, i, s: A.index_add.out(a, 0, i, s, out=out_like(a)),
-                      lambda: [make((4, 5)), idx([1, 1]), make((2, 5))]),
-    "embedding_dense_backward.out": (lambda g, i: A.embedding_dense_backward.out(g, i, 6, -1, False, out=out_like(g)),
-                                     lambda: [make((3, 5)), idx([1, 0, 1])]),
-    "sort.values_stable": (lambda a: A.sort.values_stable(a, stable=True, dim=0, descending=True, values=out_like(a),
-                                                          indices=out_like(a, torch.long)), lambda: [make((4, 5))]),
+    "index_put.out": (
+        lambda a, i, v: A.index_put.out(a, [i], v, True, out=out_like(a)),
+        lambda: [make((4, 5)), idx([1, 1]), make((5,))],
+    ),
+    "scatter_reduce.two_out": (
+        lambda a, i, s: A.scatter_reduce.two_out(a, 0, i, s, "amax", out=out_like(a)),
+        lambda: [make((4, 5)), torch.randint(0, 4, (2, 5)), make((2, 5))],
+    ),
+    "scatter.value_out": (
+        lambda a, i: A.scatter.value_out(a, 0, i, 2.0, out=out_like(a)),
+        lambda: [make((4, 5)), torch.randint(0, 4, (1, 5))],
+    ),
+    "index_add.out": (
+        lambda a, i, s: A.index_add.out(a, 0, i, s, out=out_like(a)),
+        lambda: [make((4, 5)), idx([1, 1]), make((2, 5))],
+    ),
+    "embedding_dense_backward.out": (
+        lambda g, i: A.embedding_dense_backward.out(g, i, 6, -1, False, out=out_like(g)),
+        lambda: [make((3, 5)), idx([1, 0, 1])],
+    ),
+    "sort.values_stable": (
+        lambda a: A.sort.values_stable(
+            a, stable=True, dim=0, descending=True, values=out_like(a), indices=out_like(a, torch.long)
+        ),
+        lambda: [make((4, 5))],
+    ),
 }
 
 
