@@ -345,6 +345,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (variant_ == Variant::Out) {
       // out=: resize when needed, then copy (a second small program).
       for (size_t k = 0; k < outs.size() && k < results.size(); ++k) {
+        TORCH_CHECK(at::canCast(results[k].scalar_type(), outs[k].scalar_type()), "result type ",
+                    results[k].scalar_type(), " can't be cast to the desired output type ", outs[k].scalar_type());
         if (outs[k].sizes() != results[k].sizes()) outs[k].resize_(results[k].sizes());
         outs[k].copy_(results[k]);
         torch::jit::push(*stack, outs[k]);
