@@ -325,15 +325,6 @@ V gelu_backward(Context& cx) {
   return {b.convert(b.mul(g, d), out)};
 }
 
-V silu_backward(Context& cx) {
-  DType out = cx.result_type({0, 1});
-  DType t = hlo::opmath_type(out);
-  Value g = cx.as(0, t), x = cx.as(1, t);
-  auto& b = cx.b;
-  Value s = b.unary("stablehlo.logistic", x);
-  Value one = b.constant(1, t);
-  return {b.convert(b.mul(g, b.mul(s, b.add(one, b.mul(x, b.sub(one, s))))), out)};
-}
 // grad * (1 - y) * y, in opmath.
 V sigmoid_backward(Context& cx) {
   DType t = cx.result_type({0, 1});
@@ -482,7 +473,6 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::silu", silu},
       {"aten::gelu", gelu},
       {"aten::gelu_backward", gelu_backward},
-      {"aten::silu_backward", silu_backward},
       {"aten::sigmoid_backward", sigmoid_backward},
       {"aten::tanh_backward", tanh_backward},
       {"aten::threshold_backward", threshold_backward},
