@@ -256,6 +256,34 @@ V tan(Context& cx) { return float_unary(cx, "stablehlo.tan"); }
 V tanh(Context& cx) { return float_unary(cx, "stablehlo.tanh"); }
 V sigmoid(Context& cx) { return float_unary(cx, "stablehlo.logistic"); }
 V erf(Context& cx) { return float_unary(cx, "chlo.erf"); }
+V erfc(Context& cx) { return float_unary(cx, "chlo.erfc"); }
+V erfinv(Context& cx) { return float_unary(cx, "chlo.erf_inv"); }
+V acos(Context& cx) { return float_unary(cx, "chlo.acos"); }
+V acosh(Context& cx) { return float_unary(cx, "chlo.acosh"); }
+V asin(Context& cx) { return float_unary(cx, "chlo.asin"); }
+V asinh(Context& cx) { return float_unary(cx, "chlo.asinh"); }
+V atan(Context& cx) { return float_unary(cx, "chlo.atan"); }
+V atanh(Context& cx) { return float_unary(cx, "chlo.atanh"); }
+V cosh(Context& cx) { return float_unary(cx, "chlo.cosh"); }
+V sinh(Context& cx) { return float_unary(cx, "chlo.sinh"); }
+V lgamma(Context& cx) { return float_unary(cx, "chlo.lgamma"); }
+V digamma(Context& cx) { return float_unary(cx, "chlo.digamma"); }
+// log2, log10 and exp2 through natural log/exp with a constant factor.
+V scaled_log(Context& cx, double base) {
+  auto [x, out] = float_arg(cx, 0);
+  return {cx.b.convert(cx.b.div(cx.b.log(x), scalar_like(cx, std::log(base), x)), out)};
+}
+V log2(Context& cx) { return scaled_log(cx, 2.0); }
+V log10(Context& cx) { return scaled_log(cx, 10.0); }
+V exp2(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  return {cx.b.convert(cx.b.exp(cx.b.mul(x, scalar_like(cx, std::log(2.0), x))), out)};
+}
+V atan2(Context& cx) {
+  DType out = float_type(cx.result_type({0, 1}));
+  DType t = hlo::opmath_type(out);
+  return {cx.b.convert(cx.b.binary("stablehlo.atan2", cx.as(0, t), cx.as(1, t)), out)};
+}
 V floor(Context& cx) {
   return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.floor", cx.tensor(0)) : cx.tensor(0)};
 }
@@ -464,6 +492,23 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::tanh", tanh},
       {"aten::sigmoid", sigmoid},
       {"aten::erf", erf},
+      {"aten::erfc", erfc},
+      {"aten::erfinv", erfinv},
+      {"aten::acos", acos},
+      {"aten::acosh", acosh},
+      {"aten::asin", asin},
+      {"aten::asinh", asinh},
+      {"aten::atan", atan},
+      {"aten::atanh", atanh},
+      {"aten::cosh", cosh},
+      {"aten::sinh", sinh},
+      {"aten::lgamma", lgamma},
+      {"aten::digamma", digamma},
+      {"aten::log2", log2},
+      {"aten::log10", log10},
+      {"aten::exp2", exp2},
+      {"aten::atan2", atan2},
+      {"aten::sgn", sign},
       {"aten::floor", floor},
       {"aten::ceil", ceil},
       {"aten::round", round},
