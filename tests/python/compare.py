@@ -26,19 +26,28 @@ def to_device(x, device):
     if isinstance(x, torch.Tensor):
         if x.device == device:
             return x
-        if x.is_contiguous() or x.numel() == 0:
-            y = x.detach().to(device)
-        else:  # recreate the same view: move the whole storage, then as_strided
-            storage = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
-            y = storage.to(device).as_strided(x.shape, x.stride(), x.storage_offset())
+        y = _same_view(x.detach(), lambda storage: storage.to(device))
         if x.requires_grad:
-            y = y.detach().requires_grad_(True)
+            y.requires_grad_(True)
         return y
     if isinstance(x, (list, tuple)):
         return type(x)(to_device(e, device) for e in x)
     if isinstance(x, dict):
         return {k: to_device(v, device) for k, v in x.items()}
     return x
+
+
+def _same_view(x, move):
+    """``x`` recreated over ``move(its whole storage)``, with its shape, strides and offset."""
+    if x.numel() == 0 or _is_whole_storage(x):
+        return move(x).detach()
+    storage = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage())
+    with torch.no_grad():
+        return move(storage).as_strided(x.shape, x.stride(), x.storage_offset())
+
+
+def _is_whole_storage(x):
+    return x.is_contiguous() and x.storage_offset() == 0 and x.untyped_storage().nbytes() == x.numel() * x.itemsize
 
 
 def flatten(x):
@@ -74,7 +83,9 @@ def assert_close(actual, expected, rtol=None, atol=None, msg=""):
 def check(fn, *args, grad=False, rtol=None, atol=None, **kwargs):
     """Runs ``fn`` on CPU and tpu with the same inputs and compares the results (and gradients)."""
     cpu_args = [
-        a.detach().clone().requires_grad_(grad and a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+        _same_view(a.detach(), torch.clone).requires_grad_(grad and a.is_floating_point())
+        if isinstance(a, torch.Tensor)
+        else a
         for a in args
     ]
     dev_args = [to_device(a, DEVICE) for a in cpu_args]
