@@ -458,9 +458,12 @@ V frac(Context& cx) {
 
 // frexp: x = mantissa * 2^exponent with |mantissa| in [0.5, 1) and an int32
 // exponent; zero, inf and NaN give (x, 0) as std::frexp does. Read from the
-// bits of x in its opmath type (float16/bfloat16 widen exactly to float32):
-// subnormals are scaled into the normal range first, then the mantissa gets
-// the biased exponent of 0.5 and keeps its sign and fraction bits.
+// bits of x in its opmath type (float16/bfloat16 widen exactly to float32),
+// with integer ops only, since the CPU backend flushes subnormal operands of
+// float arithmetic to zero: a subnormal's fraction bits, converted to a
+// (normal) float, have the same mantissa and an exponent that is off by a
+// constant. The mantissa gets the biased exponent of 0.5 and keeps its sign
+// and fraction bits.
 V frexp(Context& cx) {
   Value x0 = cx.tensor(0);
   if (!hlo::is_floating(x0.dtype())) cx.fail("torch.frexp() only supports floating-point dtypes");
@@ -470,14 +473,20 @@ V frexp(Context& cx) {
   bool wide = hlo::byte_size(ft) == 8;
   int mant = wide ? 52 : 23, bias = wide ? 1023 : 127;
   auto ci = [&](double v) { return b.constant(v, it); };
-  Value zero = b.constant(0, ft);
-  Value special =
-      b.or_(b.compare(x, zero, "EQ"), b.or_(is_nan(b, x), b.compare(b.abs(x), b.constant(INFINITY, ft), "EQ")));
-  Value tiny = b.compare(b.abs(x), b.constant(std::ldexp(1.0, 1 - bias), ft), "LT");
-  Value xs = b.select(tiny, b.mul(x, b.constant(std::ldexp(1.0, mant), ft)), x);
-  Value bits = b.bitcast_convert(xs, it);
-  Value e = b.and_(b.binary("stablehlo.shift_right_logical", bits, ci(mant)), ci(2 * bias + 1));
-  Value exponent = b.sub(b.sub(e, ci(bias - 1)), b.select(tiny, ci(mant), ci(0)));
+  auto exponent_field = [&](Value bits) {
+    return b.and_(b.binary("stablehlo.shift_right_logical", bits, ci(mant)), ci(2 * bias + 1));
+  };
+  Value bits0 = b.bitcast_convert(x, it);
+  Value e0 = exponent_field(bits0);
+  Value frac0 = b.and_(bits0, ci(std::ldexp(1.0, mant) - 1));
+  Value e0_zero = b.compare(e0, ci(0), "EQ");
+  Value tiny = b.and_(e0_zero, b.compare(frac0, ci(0), "NE"));
+  Value special = b.or_(b.and_(e0_zero, b.compare(frac0, ci(0), "EQ")), b.compare(e0, ci(2 * bias + 1), "EQ"));
+  Value f = b.convert(frac0, ft);
+  f = b.select(b.compare(bits0, ci(0), "LT"), b.neg(f), f);
+  Value bits = b.select(tiny, b.bitcast_convert(f, it), bits0);
+  Value e = exponent_field(bits);
+  Value exponent = b.add(b.sub(e, ci(bias - 1)), b.select(tiny, ci(1 - bias - mant), ci(0)));
   Value m_bits = b.add(bits, b.binary("stablehlo.shift_left", b.sub(ci(bias - 1), e), ci(mant)));
   Value mantissa = b.select(special, x, b.bitcast_convert(m_bits, ft));
   exponent = b.select(special, ci(0), exponent);
@@ -493,12 +502,14 @@ V heaviside(Context& cx) {
   return {b.select(b.compare(x, zero, "EQ"), v, b.convert(b.compare(x, zero, "GT"), x.dtype()))};
 }
 
+Value int_abs(hlo::Builder& b, Value x) { return hlo::is_unsigned(x.dtype()) ? x : b.abs(x); }
+
 // gcd by Euclid's algorithm on every element at once: a stablehlo.while
 // runs (a, c) -> (c % a, a) where a != 0 until every a is 0; c is the gcd.
 Value int_gcd(hlo::Builder& b, Value a, Value c) {
   Dims shape = hlo::broadcast_shapes(a.dims(), c.dims());
-  a = b.abs(b.broadcast_to(a, shape));
-  c = b.abs(b.broadcast_to(c, shape));
+  a = int_abs(b, b.broadcast_to(a, shape));
+  c = int_abs(b, b.broadcast_to(c, shape));
   TensorType t = a.type;
   Dims all;
   for (int64_t d = 0; d < a.rank(); ++d) all.push_back(d);
@@ -529,7 +540,7 @@ V lcm(Context& cx) {
   Value g = int_gcd(b, a, c);
   Value zero = scalar_like(cx, 0, g);
   Value safe = b.select(b.compare(g, zero, "EQ"), scalar_like(cx, 1, g), g);
-  return {b.select(b.compare(g, zero, "EQ"), zero, b.abs(b.mul(b.div(a, safe), c)))};
+  return {b.select(b.compare(g, zero, "EQ"), zero, int_abs(b, b.mul(b.div(a, safe), c)))};
 }
 
 // sqrt(a^2 + b^2) without overflow: big * sqrt(1 + (small / big)^2); an
@@ -619,7 +630,10 @@ V round_decimals(Context& cx) {
   }
   auto& b = cx.b;
   Value x = b.convert(x0, hlo::opmath_type(x0.dtype()));
+  // Behind an optimization barrier, so XLA keeps the division by 10^d
+  // instead of multiplying by its (inexact) reciprocal.
   Value p = b.constant(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), x.dtype());
+  p = b.op("stablehlo.optimization_barrier", {p}, p.type);
   Value r = d < 0 ? b.mul(b.unary("stablehlo.round_nearest_even", b.div(x, p)), p)
                   : b.div(b.unary("stablehlo.round_nearest_even", b.mul(x, p)), p);
   return {b.convert(r, x0.dtype())};
@@ -917,6 +931,10 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::bitwise_right_shift.Tensor", bitwise_right_shift},
       {"aten::bitwise_right_shift.Tensor_Scalar", bitwise_right_shift},
       {"aten::bitwise_right_shift.Scalar_Tensor", bitwise_right_shift},
+      {"aten::__lshift__.Tensor", bitwise_left_shift},
+      {"aten::__lshift__.Scalar", bitwise_left_shift},
+      {"aten::__rshift__.Tensor", bitwise_right_shift},
+      {"aten::__rshift__.Scalar", bitwise_right_shift},
       {"aten::sinc", sinc},
       {"aten::special_entr", special_entr},
       {"aten::xlogy.Tensor", xlogy},
