@@ -392,7 +392,8 @@ DType int_of_width(DType t) {
 Value sign_bit(hlo::Builder& b, Value x) {
   if (!hlo::is_floating(x.dtype())) return b.compare(x, b.constant(0, x.dtype()), "LT");
   DType it = int_of_width(x.dtype());
-  return b.compare(b.bitcast_convert(x, it), b.constant(0, it), "LT");
+  Value bits = b.bitcast_convert(x, it);
+  return b.compare(bits, b.constant(0, it), "LT");
 }
 
 // The largest finite value of float dtype t: the bit pattern just below +inf.
