@@ -415,6 +415,14 @@ void require_integral(Context& cx, DType t, const char* what) {
     cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(t)) + " tensors");
 }
 
+// ATen's kernels of some binary float functions take only float operands
+// (after promotion): integer ones raise instead of promoting to float32.
+void require_floating_operands(Context& cx, const char* what) {
+  DType t = cx.result_type({0, 1});
+  if (!hlo::is_floating(t))
+    cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(t)) + " tensors");
+}
+
 // Both arguments in the opmath type of the float result dtype of a binary
 // float function (ints promote to float32); `out` is that result dtype.
 struct FloatArgs {
@@ -547,6 +555,7 @@ V lcm(Context& cx) {
 // sqrt(a^2 + b^2) without overflow: big * sqrt(1 + (small / big)^2); an
 // infinite operand gives inf even with a NaN, as std::hypot does.
 V hypot(Context& cx) {
+  require_floating_operands(cx, "hypot");
   auto [x, y, out] = float_args(cx, 0, 1);
   auto& b = cx.b;
   DType m = x.dtype();
@@ -564,6 +573,7 @@ V hypot(Context& cx) {
 // logaddexp(a, b) = max + log1p(exp(-|a - b|)), and a when both are the same
 // infinity; logaddexp2 the same in base 2.
 Value log_add_exp(Context& cx, bool base2) {
+  require_floating_operands(cx, base2 ? "logaddexp2" : "logaddexp");
   auto [x, y, out] = float_args(cx, 0, 1);
   auto& b = cx.b;
   DType m = x.dtype();
@@ -618,17 +628,17 @@ V nan_to_num(Context& cx) {
   return {b.select(is_nan(b, x), nan, r)};
 }
 
-V floor_divide(Context& cx) { return {divide(cx, "floor")}; }
+V floor_divide(Context& cx) {
+  if (cx.result_type({0, 1}) == DType::Bool) cx.fail("floor_divide is not implemented for bool tensors");
+  return {divide(cx, "floor")};
+}
 
 // round(x, decimals): nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) *
 // 10^-d for negative d, in opmath.
 V round_decimals(Context& cx) {
   Value x0 = cx.tensor(0);
   int64_t d = cx.integer(1);
-  if (!hlo::is_floating(x0.dtype())) {
-    if (d != 0) cx.fail("round_decimals is not implemented for integer tensors");
-    return {x0};
-  }
+  if (!hlo::is_floating(x0.dtype())) cx.fail("round with decimals is not implemented for integer tensors");
   auto& b = cx.b;
   Value x = b.convert(x0, hlo::opmath_type(x0.dtype()));
   // Behind an optimization barrier, so XLA keeps the division by 10^d

@@ -239,5 +239,33 @@ def test_isin_overloads():
     check(lambda a, b: torch.isin(a, b, out=torch.empty(a.shape, dtype=torch.bool, device=a.device)), e, t)
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch.logaddexp,
+        torch.logaddexp2,
+        torch.hypot,
+        torch.nextafter,
+        torch.gcd,
+        torch.floor_divide,
+        torch.bitwise_left_shift,
+    ],
+)
+def test_operand_dtypes_refused_like_cpu(fn):
+    ints = torch.tensor([1, 2])
+    floats = torch.tensor([1.0, 2.0])
+    for a in (ints, floats, ints > 1):
+        try:
+            fn(a, a)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                fn(a.to(DEVICE), a.to(DEVICE))
+        else:
+            check(fn, a, a)
+    for unary in (torch.frac, lambda t: torch.round(t, decimals=2), torch.frexp):
+        with pytest.raises(RuntimeError):
+            unary(ints.to(DEVICE))
+
+
 def test_unravel_index_uses_floor_divide():
     check(lambda i: torch.unravel_index(i, (3, 4, 5)), torch.tensor([0, 7, 59, 33]))
