@@ -371,6 +371,403 @@ V threshold_backward(Context& cx) {
   return {cx.b.select(cx.b.compare(x, th, "LE"), scalar_like(cx, 0, g), g)};
 }
 
+// ---- more binary and unary math (ATen's CPU kernels, formula for formula)
+
+// The signed integer dtype as wide as t, for looking at a float's bits.
+DType int_of_width(DType t) {
+  switch (hlo::byte_size(t)) {
+    case 1:
+      return DType::I8;
+    case 2:
+      return DType::I16;
+    case 4:
+      return DType::I32;
+    default:
+      return DType::I64;
+  }
+}
+
+// True where x's sign bit is set: -0.0 and negative NaNs included for
+// floats, x < 0 for integers (never for unsigned and bool).
+Value sign_bit(hlo::Builder& b, Value x) {
+  if (!hlo::is_floating(x.dtype())) return b.compare(x, b.constant(0, x.dtype()), "LT");
+  DType it = int_of_width(x.dtype());
+  Value bits = b.bitcast_convert(x, it);
+  return b.compare(bits, b.constant(0, it), "LT");
+}
+
+// The largest finite value of float dtype t: the bit pattern just below +inf.
+Value max_finite(hlo::Builder& b, DType t) {
+  DType it = int_of_width(t);
+  Value inf_bits = b.bitcast_convert(b.constant(INFINITY, t), it);
+  return b.bitcast_convert(b.sub(inf_bits, b.constant(1, it)), t);
+}
+
+Value is_nan(hlo::Builder& b, Value x) { return b.compare(x, x, "NE"); }
+
+void require_float(Context& cx, size_t i, const char* what) {
+  if (!hlo::is_floating(cx.tensor(i).dtype()))
+    cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(cx.tensor(i).dtype())) +
+            " tensors");
+}
+void require_integral(Context& cx, DType t, const char* what) {
+  if (!hlo::is_integral(t))
+    cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(t)) + " tensors");
+}
+
+// ATen's kernels of some binary float functions take only float operands
+// (after promotion): integer ones raise instead of promoting to float32.
+void require_floating_operands(Context& cx, const char* what) {
+  DType t = cx.result_type({0, 1});
+  if (!hlo::is_floating(t))
+    cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(t)) + " tensors");
+}
+
+// Both arguments in the opmath type of the float result dtype of a binary
+// float function (ints promote to float32); `out` is that result dtype.
+struct FloatArgs {
+  Value a, b;
+  DType out;
+};
+FloatArgs float_args(Context& cx, size_t i, size_t j) {
+  DType out = float_type(cx.result_type({i, j}));
+  DType m = hlo::opmath_type(out);
+  return {cx.as(i, m), cx.as(j, m), out};
+}
+
+// |a| with the sign bit of s.
+V copysign(Context& cx) {
+  DType out = float_type(cx.result_type({0, 1}));
+  Value mag = cx.b.abs(cx.as(0, out));
+  return {cx.b.select(sign_bit(cx.b, cx.as(1, out)), cx.b.neg(mag), mag)};
+}
+
+// fmax / fmin: like maximum / minimum, but a NaN loses to a number.
+Value nan_ignoring_extremum(hlo::Builder& b, Value x, Value y, bool is_max) {
+  Value m = is_max ? b.max(x, y) : b.min(x, y);
+  if (!hlo::is_floating(m.dtype())) return m;
+  m = b.select(is_nan(b, y), x, m);
+  return b.select(is_nan(b, x), y, m);
+}
+V fmax(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {nan_ignoring_extremum(cx.b, a, b, true)};
+}
+V fmin(Context& cx) {
+  auto [a, b] = promote(cx, 0, 1);
+  return {nan_ignoring_extremum(cx.b, a, b, false)};
+}
+
+// x - trunc(x).
+V frac(Context& cx) {
+  require_float(cx, 0, "frac");
+  auto [x, out] = float_arg(cx, 0);
+  return {cx.b.convert(cx.b.sub(x, float_trunc(cx.b, x)), out)};
+}
+
+// frexp: x = mantissa * 2^exponent with |mantissa| in [0.5, 1) and an int32
+// exponent; zero, inf and NaN give (x, 0) as std::frexp does. Read from the
+// bits of x in its opmath type (float16/bfloat16 widen exactly to float32),
+// with integer ops only, since the CPU backend flushes subnormal operands of
+// float arithmetic to zero: a subnormal's fraction bits, converted to a
+// (normal) float, have the same mantissa and an exponent that is off by a
+// constant. The mantissa gets the biased exponent of 0.5 and keeps its sign
+// and fraction bits.
+V frexp(Context& cx) {
+  Value x0 = cx.tensor(0);
+  if (!hlo::is_floating(x0.dtype())) cx.fail("torch.frexp() only supports floating-point dtypes");
+  auto& b = cx.b;
+  Value x = b.convert(x0, hlo::opmath_type(x0.dtype()));
+  DType ft = x.dtype(), it = int_of_width(ft);
+  bool wide = hlo::byte_size(ft) == 8;
+  int mant = wide ? 52 : 23, bias = wide ? 1023 : 127;
+  auto ci = [&](double v) { return b.constant(v, it); };
+  auto exponent_field = [&](Value bits) {
+    return b.and_(b.binary("stablehlo.shift_right_logical", bits, ci(mant)), ci(2 * bias + 1));
+  };
+  Value bits0 = b.bitcast_convert(x, it);
+  Value e0 = exponent_field(bits0);
+  Value frac0 = b.and_(bits0, ci(std::ldexp(1.0, mant) - 1));
+  Value e0_zero = b.compare(e0, ci(0), "EQ");
+  Value tiny = b.and_(e0_zero, b.compare(frac0, ci(0), "NE"));
+  Value special = b.or_(b.and_(e0_zero, b.compare(frac0, ci(0), "EQ")), b.compare(e0, ci(2 * bias + 1), "EQ"));
+  Value f = b.convert(frac0, ft);
+  f = b.select(b.compare(bits0, ci(0), "LT"), b.neg(f), f);
+  Value bits = b.select(tiny, b.bitcast_convert(f, it), bits0);
+  Value e = exponent_field(bits);
+  Value exponent = b.add(b.sub(e, ci(bias - 1)), b.select(tiny, ci(1 - bias - mant), ci(0)));
+  Value m_bits = b.add(bits, b.binary("stablehlo.shift_left", b.sub(ci(bias - 1), e), ci(mant)));
+  Value mantissa = b.select(special, x, b.bitcast_convert(m_bits, ft));
+  exponent = b.select(special, ci(0), exponent);
+  return {b.convert(mantissa, x0.dtype()), b.convert(exponent, DType::I32)};
+}
+
+// heaviside(x, values): values where x == 0, else x > 0.
+V heaviside(Context& cx) {
+  Value x = cx.tensor(0), v = cx.tensor(1);
+  if (x.dtype() != v.dtype()) cx.fail("heaviside is not yet implemented for tensors with different dtypes");
+  auto& b = cx.b;
+  Value zero = scalar_like(cx, 0, x);
+  return {b.select(b.compare(x, zero, "EQ"), v, b.convert(b.compare(x, zero, "GT"), x.dtype()))};
+}
+
+Value int_abs(hlo::Builder& b, Value x) { return hlo::is_unsigned(x.dtype()) ? x : b.abs(x); }
+
+// gcd by Euclid's algorithm on every element at once: a stablehlo.while
+// runs (a, c) -> (c % a, a) where a != 0 until every a is 0; c is the gcd.
+Value int_gcd(hlo::Builder& b, Value a, Value c) {
+  Dims shape = hlo::broadcast_shapes(a.dims(), c.dims());
+  a = int_abs(b, b.broadcast_to(a, shape));
+  c = int_abs(b, b.broadcast_to(c, shape));
+  TensorType t = a.type;
+  Dims all;
+  for (int64_t d = 0; d < a.rank(); ++d) all.push_back(d);
+  auto cond = [all](hlo::Builder& b, const V& v) {
+    Value nz = b.compare(v[0], b.constant(0, v[0].dtype()), "NE");
+    if (!all.empty()) nz = b.reduce(nz, b.constant(0, DType::Bool), all, "stablehlo.or");
+    return V{nz};
+  };
+  auto body = [](hlo::Builder& b, const V& v) {
+    Value zero = b.constant(0, v[0].dtype());
+    Value nz = b.compare(v[0], zero, "NE");
+    Value safe = b.select(nz, v[0], b.constant(1, v[0].dtype()));
+    Value r = b.binary("stablehlo.remainder", v[1], safe);
+    return V{b.select(nz, r, v[0]), b.select(nz, v[0], v[1])};
+  };
+  return b.op_multi("stablehlo.while", {a, c}, {t, t}, {}, {{{t, t}, cond}, {{t, t}, body}})[1];
+}
+V gcd(Context& cx) {
+  auto [a, c] = promote(cx, 0, 1);
+  require_integral(cx, a.dtype(), "gcd");
+  return {int_gcd(cx.b, a, c)};
+}
+// lcm = |a / gcd * c|, 0 when the gcd is.
+V lcm(Context& cx) {
+  auto [a, c] = promote(cx, 0, 1);
+  require_integral(cx, a.dtype(), "lcm");
+  auto& b = cx.b;
+  Value g = int_gcd(b, a, c);
+  Value zero = scalar_like(cx, 0, g);
+  Value safe = b.select(b.compare(g, zero, "EQ"), scalar_like(cx, 1, g), g);
+  return {b.select(b.compare(g, zero, "EQ"), zero, int_abs(b, b.mul(b.div(a, safe), c)))};
+}
+
+// sqrt(a^2 + b^2) without overflow: big * sqrt(1 + (small / big)^2); an
+// infinite operand gives inf even with a NaN, as std::hypot does.
+V hypot(Context& cx) {
+  require_floating_operands(cx, "hypot");
+  auto [x, y, out] = float_args(cx, 0, 1);
+  auto& b = cx.b;
+  DType m = x.dtype();
+  Value ax = b.abs(x), ay = b.abs(y);
+  Value big = nan_extremum(b, ax, ay, true), small = nan_extremum(b, ax, ay, false);
+  Value zero = b.constant(0, m), one = b.constant(1, m), inf = b.constant(INFINITY, m);
+  Value safe = b.select(b.compare(big, zero, "EQ"), one, big);
+  Value q = b.div(small, safe);
+  Value r = b.mul(big, b.sqrt(b.add(one, b.mul(q, q))));
+  r = b.select(b.compare(big, zero, "EQ"), zero, r);
+  r = b.select(b.or_(b.compare(ax, inf, "EQ"), b.compare(ay, inf, "EQ")), inf, r);
+  return {b.convert(r, out)};
+}
+
+// logaddexp(a, b) = max + log1p(exp(-|a - b|)), and a when both are the same
+// infinity; logaddexp2 the same in base 2.
+Value log_add_exp(Context& cx, bool base2) {
+  require_floating_operands(cx, base2 ? "logaddexp2" : "logaddexp");
+  auto [x, y, out] = float_args(cx, 0, 1);
+  auto& b = cx.b;
+  DType m = x.dtype();
+  Value mx = nan_extremum(b, x, y, true);
+  Value d = b.neg(b.abs(b.sub(x, y)));
+  Value l = base2 ? b.div(b.unary("stablehlo.log_plus_one", b.exp(b.mul(d, b.constant(std::log(2.0), m)))),
+                          b.constant(std::log(2.0), m))
+                  : b.unary("stablehlo.log_plus_one", b.exp(d));
+  Value r = b.add(mx, l);
+  Value same_inf = b.and_(b.compare(b.abs(x), b.constant(INFINITY, m), "EQ"), b.compare(x, y, "EQ"));
+  return b.convert(b.select(same_inf, x, r), out);
+}
+V logaddexp(Context& cx) { return {log_add_exp(cx, false)}; }
+V logaddexp2(Context& cx) { return {log_add_exp(cx, true)}; }
+
+// nextafter(x, y): the next float after x toward y, by stepping x's bits
+// (in x's own dtype: bfloat16 steps bfloat16 bits). NaN in either gives NaN,
+// x == y gives y, and from zero the step is the smallest subnormal.
+V nextafter(Context& cx) {
+  auto [x, y] = promote(cx, 0, 1);
+  if (!hlo::is_floating(x.dtype())) cx.fail("nextafter is only implemented for floating-point tensors");
+  auto& b = cx.b;
+  DType t = x.dtype(), it = int_of_width(t);
+  Dims shape = hlo::broadcast_shapes(x.dims(), y.dims());
+  x = b.broadcast_to(x, shape);
+  Value zero = b.constant(0, t);
+  Value bits = b.bitcast_convert(x, it);
+  Value up = b.compare(b.compare(y, x, "GT"), b.compare(x, zero, "GT"), "EQ");
+  Value stepped = b.bitcast_convert(b.add(bits, b.select(up, b.constant(1, it), b.constant(-1, it))), t);
+  Value tiny = b.bitcast_convert(b.constant(1, it), t);
+  Value from_zero = b.select(b.compare(y, zero, "LT"), b.neg(tiny), tiny);
+  Value r = b.select(b.compare(x, zero, "EQ"), from_zero, stepped);
+  r = b.select(b.compare(x, y, "EQ"), y, r);
+  return {b.select(b.or_(is_nan(b, x), is_nan(b, y)), b.add(x, y), r)};
+}
+
+V signbit(Context& cx) { return {sign_bit(cx.b, cx.tensor(0))}; }
+
+// NaN, +inf and -inf replaced by `nan` (0), `posinf` (the largest finite
+// value) and `neginf` (the lowest); integers pass through.
+V nan_to_num(Context& cx) {
+  Value x = cx.tensor(0);
+  DType t = x.dtype();
+  if (!hlo::is_floating(t)) return {x};
+  auto& b = cx.b;
+  Value big = max_finite(b, t);
+  Value nan = cx.none(1) ? b.constant(0, t) : cx.as(1, t);
+  Value pos = cx.none(2) ? big : cx.as(2, t);
+  Value neg = cx.none(3) ? b.neg(big) : cx.as(3, t);
+  Value r = b.select(b.compare(x, b.constant(INFINITY, t), "EQ"), pos, x);
+  r = b.select(b.compare(x, b.constant(-INFINITY, t), "EQ"), neg, r);
+  return {b.select(is_nan(b, x), nan, r)};
+}
+
+V floor_divide(Context& cx) {
+  if (cx.result_type({0, 1}) == DType::Bool) cx.fail("floor_divide is not implemented for bool tensors");
+  return {divide(cx, "floor")};
+}
+
+// round(x, decimals): nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) *
+// 10^-d for negative d, in opmath.
+V round_decimals(Context& cx) {
+  Value x0 = cx.tensor(0);
+  int64_t d = cx.integer(1);
+  if (!hlo::is_floating(x0.dtype())) cx.fail("round with decimals is not implemented for integer tensors");
+  auto& b = cx.b;
+  Value x = b.convert(x0, hlo::opmath_type(x0.dtype()));
+  // Behind an optimization barrier, so XLA keeps the division by 10^d
+  // instead of multiplying by its (inexact) reciprocal.
+  Value p = b.constant(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)), x.dtype());
+  p = b.op("stablehlo.optimization_barrier", {p}, p.type);
+  Value r = d < 0 ? b.mul(b.unary("stablehlo.round_nearest_even", b.div(x, p)), p)
+                  : b.div(b.unary("stablehlo.round_nearest_even", b.mul(x, p)), p);
+  return {b.convert(r, x0.dtype())};
+}
+
+// Shifts as ATen does them: a shift by a negative amount or by the width or
+// more gives 0 to the left and the sign fill to the right.
+V shift(Context& cx, bool left) {
+  auto [a, s] = promote(cx, 0, 1);
+  DType t = a.dtype();
+  require_integral(cx, t, left ? "bitwise_left_shift" : "bitwise_right_shift");
+  auto& b = cx.b;
+  Dims shape = hlo::broadcast_shapes(a.dims(), s.dims());
+  a = b.broadcast_to(a, shape);
+  s = b.broadcast_to(s, shape);
+  int64_t width = 8 * hlo::byte_size(t);
+  bool is_unsigned = hlo::is_unsigned(t);
+  int64_t max_shift = left || is_unsigned ? width : width - 1;
+  Value zero = b.constant(0, t);
+  Value bad = b.or_(b.compare(s, zero, "LT"), b.compare(s, b.constant(static_cast<double>(max_shift), t), "GE"));
+  if (left) return {b.select(bad, zero, b.binary("stablehlo.shift_left", a, s))};
+  if (is_unsigned) return {b.select(bad, zero, b.binary("stablehlo.shift_right_logical", a, s))};
+  Value amount = b.select(bad, b.constant(static_cast<double>(max_shift), t), s);
+  return {b.binary("stablehlo.shift_right_arithmetic", a, amount)};
+}
+V bitwise_left_shift(Context& cx) { return shift(cx, true); }
+V bitwise_right_shift(Context& cx) { return shift(cx, false); }
+
+// sinc(x) = sin(pi x) / (pi x), 1 at 0.
+V sinc(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  auto& b = cx.b;
+  Value px = b.mul(scalar_like(cx, M_PI, x), x);
+  Value r = b.div(b.unary("stablehlo.sine", px), px);
+  return {b.convert(b.select(b.compare(x, scalar_like(cx, 0, x), "EQ"), scalar_like(cx, 1, x), r), out)};
+}
+
+// entr(x) = -x log x for x > 0, 0 at 0, -inf below, NaN for NaN.
+V special_entr(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  auto& b = cx.b;
+  Value zero = scalar_like(cx, 0, x);
+  Value r = b.select(b.compare(x, zero, "GT"), b.neg(b.mul(x, b.log(x))), scalar_like(cx, -INFINITY, x));
+  r = b.select(b.compare(x, zero, "EQ"), zero, r);
+  return {b.convert(b.select(is_nan(b, x), x, r), out)};
+}
+
+// xlogy(x, y) = x * log(y) and xlog1py(x, y) = x * log1p(y): NaN when y is
+// NaN, else 0 when x is 0.
+Value x_log(Context& cx, std::string_view log_op) {
+  auto [x, y, out] = float_args(cx, 0, 1);
+  auto& b = cx.b;
+  Value zero = b.constant(0, x.dtype());
+  Value r = b.select(b.compare(x, zero, "EQ"), zero, b.mul(x, b.unary(log_op, y)));
+  return b.convert(b.select(is_nan(b, y), y, r), out);
+}
+V xlogy(Context& cx) { return {x_log(cx, "stablehlo.log")}; }
+V special_xlog1py(Context& cx) { return {x_log(cx, "stablehlo.log_plus_one")}; }
+
+// The clamp bounds of logit: eps and 1 - eps, each rounded to the result
+// dtype as ATen's scalar_t arithmetic does, then widened to opmath.
+std::pair<Value, Value> logit_bounds(Context& cx, size_t eps_arg, DType out, DType m) {
+  auto& b = cx.b;
+  Value lo = b.convert(cx.as(eps_arg, out), m);
+  Value hi = b.convert(b.convert(b.sub(b.constant(1, m), lo), out), m);
+  return {lo, hi};
+}
+
+// logit(x, eps) = log(z / (1 - z)), z = x clamped to [eps, 1 - eps] unless
+// eps is None or negative.
+V logit(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  auto& b = cx.b;
+  DType m = x.dtype();
+  if (!cx.none(1)) {
+    auto [lo, hi] = logit_bounds(cx, 1, out, m);
+    Value z = b.select(b.compare(x, lo, "LT"), lo, b.select(b.compare(x, hi, "GT"), hi, x));
+    x = b.select(b.compare(lo, b.constant(0, m), "LT"), x, z);
+  }
+  return {b.convert(b.log(b.div(x, b.sub(b.constant(1, m), x))), out)};
+}
+
+// dy / (x (1 - x)); outside [0, 1] that is NaN without eps, and outside
+// [eps, 1 - eps] it is 0 with eps >= 0.
+V logit_backward(Context& cx) {
+  DType out = cx.result_type({0, 1});
+  DType m = hlo::opmath_type(out);
+  auto& b = cx.b;
+  Value dy = cx.as(0, m), x = cx.as(1, m);
+  Value zero = b.constant(0, m), one = b.constant(1, m);
+  Value g = b.div(dy, b.mul(x, b.sub(one, x)));
+  Value outside01 = b.or_(b.compare(x, zero, "LT"), b.compare(x, one, "GT"));
+  Value no_eps = b.select(outside01, b.constant(NAN, m), g);
+  if (cx.none(2)) return {b.convert(no_eps, out)};
+  auto [lo, hi] = logit_bounds(cx, 2, out, m);
+  Value with_eps = b.select(b.or_(b.compare(x, lo, "LT"), b.compare(x, hi, "GT")), zero, g);
+  return {b.convert(b.select(b.compare(lo, zero, "LT"), no_eps, with_eps), out)};
+}
+
+// angle of a real number: pi below zero, else 0; NaN stays NaN.
+V angle(Context& cx) {
+  auto [x, out] = float_arg(cx, 0);
+  auto& b = cx.b;
+  Value r = b.select(b.compare(x, scalar_like(cx, 0, x), "LT"), scalar_like(cx, M_PI, x), scalar_like(cx, 0, x));
+  return {b.convert(b.select(is_nan(b, x), x, r), out)};
+}
+
+// isin(elements, test_elements): every element compared with every test
+// element in their common dtype, OR-reduced over the test elements.
+V isin(Context& cx) {
+  DType t = cx.result_type({0, 1});
+  auto& b = cx.b;
+  Value e = cx.as(0, t), s = cx.as(1, t);
+  int64_t n = s.type.numel(), r = e.rank();
+  s = b.reshape(s, {n});
+  Dims dims = e.dims(), keep;
+  dims.push_back(n);
+  for (int64_t d = 0; d < r; ++d) keep.push_back(d);
+  Value eq = b.compare(b.broadcast_in_dim(e, dims, keep), b.broadcast_in_dim(s, dims, {r}), "EQ");
+  Value found = b.reduce(eq, b.constant(0, DType::Bool), {r}, "stablehlo.or");
+  return {cx.flag_or(3, false) ? b.not_(found) : found};
+}
+
 // ---- comparison and logic
 
 V compare(Context& cx, std::string_view dir) {
@@ -521,6 +918,48 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::sigmoid_backward", sigmoid_backward},
       {"aten::tanh_backward", tanh_backward},
       {"aten::threshold_backward", threshold_backward},
+      {"aten::copysign.Tensor", copysign},
+      {"aten::copysign.Scalar", copysign},
+      {"aten::fmax", fmax},
+      {"aten::fmin", fmin},
+      {"aten::frac", frac},
+      {"aten::frexp.Tensor", frexp},
+      {"aten::heaviside", heaviside},
+      {"aten::gcd", gcd},
+      {"aten::lcm", lcm},
+      {"aten::hypot", hypot},
+      {"aten::logaddexp", logaddexp},
+      {"aten::logaddexp2", logaddexp2},
+      {"aten::nextafter", nextafter},
+      {"aten::signbit", signbit},
+      {"aten::nan_to_num", nan_to_num},
+      {"aten::floor_divide", floor_divide},
+      {"aten::floor_divide.Scalar", floor_divide},
+      {"aten::round.decimals", round_decimals},
+      {"aten::bitwise_left_shift.Tensor", bitwise_left_shift},
+      {"aten::bitwise_left_shift.Tensor_Scalar", bitwise_left_shift},
+      {"aten::bitwise_left_shift.Scalar_Tensor", bitwise_left_shift},
+      {"aten::bitwise_right_shift.Tensor", bitwise_right_shift},
+      {"aten::bitwise_right_shift.Tensor_Scalar", bitwise_right_shift},
+      {"aten::bitwise_right_shift.Scalar_Tensor", bitwise_right_shift},
+      {"aten::__lshift__.Tensor", bitwise_left_shift},
+      {"aten::__lshift__.Scalar", bitwise_left_shift},
+      {"aten::__rshift__.Tensor", bitwise_right_shift},
+      {"aten::__rshift__.Scalar", bitwise_right_shift},
+      {"aten::sinc", sinc},
+      {"aten::special_entr", special_entr},
+      {"aten::xlogy.Tensor", xlogy},
+      {"aten::xlogy.Scalar_Self", xlogy},
+      {"aten::xlogy.Scalar_Other", xlogy},
+      {"aten::special_xlog1py", special_xlog1py},
+      {"aten::special_xlog1py.self_scalar", special_xlog1py},
+      {"aten::special_xlog1py.other_scalar", special_xlog1py},
+      {"aten::logit", logit},
+      {"aten::logit_backward", logit_backward},
+      {"aten::angle", angle},
+      {"aten::isin.Tensor_Tensor", isin},
+      {"aten::isin.Tensor_Scalar", isin},
+      {"aten::isin.Scalar_Tensor", isin},
       {"aten::eq.Tensor", eq},
       {"aten::eq.Scalar", eq},
       {"aten::ne.Tensor", ne},
