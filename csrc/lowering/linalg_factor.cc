@@ -149,23 +149,49 @@ V triangular_solve(Context& cx) {
 // ---- Cholesky
 
 // The factor of the lower (or upper) triangle and LAPACK's info: the order of
-// the first leading minor that is not positive definite (0 when fine).
+// the first leading minor that is not positive definite (0 when fine). A
+// column loop as LAPACK's potf2 (dot products with the finished columns,
+// reciprocal scaling); a matrix that fails keeps the failed pivot on the
+// diagonal and stops there, as LAPACK leaves it. The upper factor is the
+// lower factor of A^T (which reads A's upper triangle), transposed.
 std::pair<Value, Value> cholesky_of(Context& cx, const Value& a, bool upper, const std::string& what) {
   require_matrix(cx, a, what, true);
   require_float(cx, a, what);
   auto& b = cx.b;
-  Value l = b.op("stablehlo.cholesky", {a}, a.type, upper ? "lower = false" : "lower = true");
-  l = triangle(b, l, upper, 0);
   int64_t n = rows(a), r = a.rank();
-  Value diag =
-      b.reduce(b.select(b.compare(index(b, a.dims(), r - 2), index(b, a.dims(), r - 1), "EQ"), l, b.full(0, a.type)),
-               b.constant(0, a.dtype()), {r - 1}, "stablehlo.add");  // [..., n]
-  Value bad = b.not_(b.compare(diag, b.full(0, diag.type), "GT"));   // <= 0 or NaN
-  Value pos = b.add(index(b, diag.dims(), r - 2), b.full(1, TensorType{DType::I64, diag.dims()}));
-  Value first = b.reduce(b.select(bad, pos, b.full(static_cast<double>(n + 1), pos.type)), i64(b, n + 1), {r - 2},
-                         "stablehlo.minimum");
-  Value info = b.select(b.compare(first, i64(b, n + 1), "EQ"), i64(b, 0), first);
-  return {l, b.convert(info, DType::I32)};
+  Dims batch = batch_of(a);
+  Value x0 = upper ? mT(b, a) : a;
+  Value info0 = b.full(0, TensorType{DType::I32, batch});
+  V out{x0, info0};
+  if (n > 0) {
+    out = fori(b, n, {x0, info0}, [&](Builder& b, Value j, const V& s) {
+      Value x = s[0], info = s[1];
+      Dims d = x.dims(), colshape = cat(batch, {n, 1}), rowshape = cat(batch, {1, n}), one = cat(batch, {1, 1});
+      Value ri = index(b, colshape, r - 2), ci = index(b, d, r - 1);
+      Value done = b.compare(ci, j, "LT");  // the finished columns
+      Value rowj = b.dynamic_slice(x, starts(b, r, {{r - 2, j}}), rowshape);
+      Value lrow = b.select(b.compare(index(b, rowshape, r - 1), j, "LT"), rowj, b.full(0, rowj.type));
+      Value dots = b.reduce(b.mul(b.select(done, x, b.full(0, x.type)), lrow), b.constant(0, x.dtype()), {r - 1},
+                            "stablehlo.add");
+      dots = b.reshape(dots, colshape);
+      Value colj = b.dynamic_slice(x, starts(b, r, {{r - 1, j}}), colshape);
+      Value ajj = b.sub(b.dynamic_slice(colj, starts(b, r, {{r - 2, j}}), one),
+                        b.dynamic_slice(dots, starts(b, r, {{r - 2, j}}), one));
+      Value ok = b.compare(ajj, b.full(0, ajj.type), "GT");  // false for NaN
+      Value active = b.reshape(b.compare(info, b.full(0, info.type), "EQ"), one);
+      Value dj = b.sqrt(ajj);
+      Value scaled = b.mul(b.sub(colj, dots), b.div(b.full(1, dj.type), dj));
+      Value good = b.select(b.compare(ri, j, "GT"), scaled, b.select(b.compare(ri, j, "EQ"), dj, colj));
+      Value bad = b.select(b.compare(ri, j, "EQ"), b.broadcast_to(ajj, colshape), colj);
+      Value newcol = b.select(ok, good, bad);
+      x = b.select(b.and_(b.compare(ci, j, "EQ"), active), newcol, x);
+      Value failed = b.reshape(b.and_(active, b.not_(ok)), batch);
+      info = b.select(failed, b.convert(b.add(j, i64(b, 1)), DType::I32), info);
+      return V{x, info};
+    });
+  }
+  Value l = triangle(b, out[0], false, 0);
+  return {upper ? mT(b, l) : l, out[1]};
 }
 
 // aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (L, info)

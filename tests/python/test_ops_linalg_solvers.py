@@ -92,6 +92,12 @@ def test_cholesky(upper):
 def test_cholesky_info_and_out():
     bad = torch.tensor([[[-1.0, 0.0], [0.0, 1.0]], [[4.0, 2.0], [2.0, 3.0]]])
     check(lambda a: torch.linalg.cholesky_ex(a).info, bad)
+    later = spd(2, 5, 5)
+    later[:, 3, 3] = -100  # the leading minor of order 4 fails
+    check(lambda a: torch.linalg.cholesky_ex(a).info, later)
+    check(torch.linalg.cholesky_ex, torch.tensor([[1.0, 2.0], [2.0, 1.0]]))  # LAPACK leaves the failed pivot
+    with pytest.raises(RuntimeError, match="leading minor of order 4"):
+        torch.linalg.cholesky(later.to(DEVICE))
     out = torch.empty(3, 3, device=DEVICE)
     a = spd(3, 3)
     torch.linalg.cholesky(a.to(DEVICE), out=out)
