@@ -1,5 +1,7 @@
-// Matrix products: mm, bmm, mv, dot and their scaled-accumulate forms
-// (addmm, baddbmm, addbmm, addmv), all as one stablehlo.dot_general.
+// Matrix products: mm, bmm, mv, dot/vdot and their scaled-accumulate forms
+// (addmm, baddbmm, addbmm, addmv), all as one stablehlo.dot_general; addr
+// and linalg_cross elementwise. Solvers and factorizations are in
+// linalg_factor.cc, whose table is appended to this one.
 //
 // Operands must share a dtype (PyTorch raises otherwise, and so do these);
 // float16 and bfloat16 multiply-accumulate in float32 (hlo::opmath_type) and
