@@ -1,5 +1,7 @@
-// Matrix products: mm, bmm, mv, dot and their scaled-accumulate forms
-// (addmm, baddbmm, addbmm, addmv), all as one stablehlo.dot_general.
+// Matrix products: mm, bmm, mv, dot/vdot and their scaled-accumulate forms
+// (addmm, baddbmm, addbmm, addmv), all as one stablehlo.dot_general; addr
+// and linalg_cross elementwise. Solvers and factorizations are in
+// linalg_factor.cc, whose table is appended to this one.
 //
 // Operands must share a dtype (PyTorch raises otherwise, and so do these);
 // float16 and bfloat16 multiply-accumulate in float32 (hlo::opmath_type) and
@@ -28,7 +30,10 @@ std::string dims_str(const Dims& d) {
 
 void require_rank(Context& cx, const Value& v, int64_t rank, const std::string& what) {
   if (v.rank() != rank)
-    cx.fail(what + " must be a " + (rank == 1 ? "vector" : rank == 2 ? "matrix" : std::to_string(rank) + "D tensor") +
+    cx.fail(what + " must be a " +
+            (rank == 1   ? "vector"
+             : rank == 2 ? "matrix"
+                         : std::to_string(rank) + "D tensor") +
             ", got " + std::to_string(v.rank()) + "-D tensor");
 }
 
@@ -136,8 +141,7 @@ Value mv_of(Context& cx, const Value& m, const Value& v) {
   if (m.rank() != 2 || v.rank() != 1)
     cx.fail("vector + matrix @ vector expected, got " + std::to_string(m.rank()) + ", " + std::to_string(v.rank()));
   require_same_dtype(cx, m.dtype(), v.dtype(), "m1", "m2");
-  if (m.dims()[1] != v.dims()[0])
-    cx.fail("size mismatch, got mat (" + shape_str(m) + "), vec (" + shape_str(v) + ")");
+  if (m.dims()[1] != v.dims()[0]) cx.fail("size mismatch, got mat (" + shape_str(m) + "), vec (" + shape_str(v) + ")");
   return product(cx.b, m, v, {}, {}, {1}, {0});
 }
 
@@ -169,10 +173,65 @@ V dot(Context& cx) {
   return {cx.b.convert(product(cx.b, x, y, {}, {}, {0}, {0}), x.dtype())};
 }
 
+// aten::vdot(self, other): for real dtypes the same as dot.
+V vdot(Context& cx) { return dot(cx); }
+
+// aten::addr(self, vec1, vec2, *, Scalar beta=1, Scalar alpha=1): computed in
+// the result dtype one operation at a time, as ATen's CPU kernel does
+// (bfloat16 rounds after every product and sum), and self is ignored when
+// beta == 0.
+V addr(Context& cx) {
+  auto& b = cx.b;
+  Value v1 = cx.tensor(1), v2 = cx.tensor(2);
+  if (v1.rank() != 1) cx.fail("addr: Expected 1-D argument vec1, but got " + std::to_string(v1.rank()) + "-D");
+  if (v2.rank() != 1) cx.fail("addr: Expected 1-D argument vec2, but got " + std::to_string(v2.rank()) + "-D");
+  DType t = cx.result_type({0, 1, 2});
+  Dims target{v1.dims()[0], v2.dims()[0]};
+  Value self = cx.as(0, t);
+  if (self.rank() > 2) cx.fail("addr: self must be at most 2-D");
+  hlo::broadcast_shapes(self.dims(), target);
+  Value beta = cx.none(3) ? b.constant(1, t) : cx.as(3, t);
+  Value alpha = cx.none(4) ? b.constant(1, t) : cx.as(4, t);
+  Value a = b.broadcast_in_dim(b.convert(v1, t), target, {0});
+  Value c = b.broadcast_in_dim(b.convert(v2, t), target, {1});
+  Value prod = b.mul(b.mul(alpha, a), c);
+  Value s = b.broadcast_to(self, target);
+  Value zero = b.constant(0, t);
+  return {b.select(b.compare(beta, zero, "EQ"), prod, b.add(b.mul(beta, s), prod))};
+}
+
+// aten::linalg_cross(self, other, *, int dim=-1): computed in the result
+// dtype, as ATen's kernel does.
+V linalg_cross(Context& cx) {
+  auto& b = cx.b;
+  auto [x, y] = promote(cx, 0, 1);
+  Dims d = hlo::broadcast_shapes(x.dims(), y.dims());
+  int64_t r = static_cast<int64_t>(d.size());
+  if (x.rank() != y.rank()) cx.fail("linalg.cross: inputs must have the same number of dimensions.");
+  int64_t dim = cx.dim(cx.integer_or(2, -1), r);
+  if (x.dims()[dim] != 3 || y.dims()[dim] != 3)
+    cx.fail("linalg.cross: inputs dimension " + std::to_string(cx.integer_or(2, -1)) + " must have length 3. Got " +
+            std::to_string(x.dims()[dim]) + " and " + std::to_string(y.dims()[dim]));
+  x = b.broadcast_to(x, d);
+  y = b.broadcast_to(y, d);
+  auto part = [&](const Value& v, int64_t i) {
+    Dims lo(r, 0), hi = d, st(r, 1);
+    lo[dim] = i;
+    hi[dim] = i + 1;
+    return b.slice(v, lo, hi, st);
+  };
+  Value x0 = part(x, 0), x1 = part(x, 1), x2 = part(x, 2), y0 = part(y, 0), y1 = part(y, 1), y2 = part(y, 2);
+  return {b.concatenate(
+      {b.sub(b.mul(x1, y2), b.mul(x2, y1)), b.sub(b.mul(x2, y0), b.mul(x0, y2)), b.sub(b.mul(x0, y1), b.mul(x1, y0))},
+      dim)};
+}
+
 }  // namespace
 
+std::vector<Entry> linalg_factor_lowerings();  // linalg_factor.cc
+
 std::vector<Entry> linalg_lowerings() {
-  return {
+  std::vector<Entry> entries = {
       {"aten::mm", mm},
       {"aten::bmm", bmm},
       {"aten::addmm", addmm},
@@ -181,7 +240,12 @@ std::vector<Entry> linalg_lowerings() {
       {"aten::mv", mv},
       {"aten::addmv", addmv},
       {"aten::dot", dot},
+      {"aten::vdot", vdot},
+      {"aten::addr", addr},
+      {"aten::linalg_cross", linalg_cross},
   };
+  for (const Entry& e : linalg_factor_lowerings()) entries.push_back(e);
+  return entries;
 }
 
 }  // namespace torch_pjrt::lowering
