@@ -84,7 +84,9 @@ Value eye_of(Context& cx, int64_t n, int64_t m, size_t out_arg) {
   Value out = sized_out(cx, out_arg, {n, m});
   auto& b = cx.b;
   TensorType t{DType::I64, {n, m}};
-  return b.convert(b.compare(b.iota(t, 0), b.iota(t, 1), "EQ"), out.dtype());
+  Value row = b.iota(t, 0);  // sequenced: the golden text depends on the order
+  Value col = b.iota(t, 1);
+  return b.convert(b.compare(row, col, "EQ"), out.dtype());
 }
 // eye.out(n, *, out) and eye.m_out(n, m, *, out)
 V eye_out(Context& cx) { return {eye_of(cx, cx.integer(0), cx.integer(0), 1)}; }
