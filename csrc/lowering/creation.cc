@@ -92,6 +92,32 @@ Value eye_of(Context& cx, int64_t n, int64_t m, size_t out_arg) {
 V eye_out(Context& cx) { return {eye_of(cx, cx.integer(0), cx.integer(0), 1)}; }
 V eye_m_out(Context& cx) { return {eye_of(cx, cx.integer(0), cx.integer(1), 2)}; }
 
+// triu_indices / tril_indices(row, col, offset, *, dtype, ...): the [2, K]
+// coordinates of the upper (lower) triangle in row-major order. They depend
+// only on the static sizes, so they are one constant.
+Value triangle_indices(Context& cx, bool upper) {
+  int64_t rows = cx.integer(0), cols = cx.integer(1), offset = cx.integer_or(2, 0);
+  const char* name = upper ? "triu_indices" : "tril_indices";
+  if (rows < 0) cx.fail(std::string(name) + ": row must be non-negative, got" + std::to_string(rows));
+  if (cols < 0) cx.fail(std::string(name) + ": col must be non-negative, got" + std::to_string(cols));
+  DType out = cx.none(3) ? DType::I64 : cx.dtype(3);
+  std::string is, js;
+  int64_t k = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      if (upper ? j - i < offset : j - i > offset) continue;
+      is += (k ? ", " : "") + std::to_string(i);
+      js += (k ? ", " : "") + std::to_string(j);
+      ++k;
+    }
+  TensorType type{DType::I64, {2, k}};
+  if (k == 0) return cx.b.full(0, TensorType{out, {2, 0}});
+  Value v = cx.b.op("stablehlo.constant", {}, type, "value = dense<[[" + is + "], [" + js + "]]> : " + type.str());
+  return cx.b.convert(v, out);
+}
+V triu_indices(Context& cx) { return {triangle_indices(cx, true)}; }
+V tril_indices(Context& cx) { return {triangle_indices(cx, false)}; }
+
 }  // namespace
 
 std::vector<Entry> creation_lowerings() {
@@ -101,6 +127,8 @@ std::vector<Entry> creation_lowerings() {
       {"aten::logspace.out", logspace_out},
       {"aten::eye.out", eye_out},
       {"aten::eye.m_out", eye_m_out},
+      {"aten::triu_indices", triu_indices},
+      {"aten::tril_indices", tril_indices},
   };
 }
 

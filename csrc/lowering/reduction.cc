@@ -613,6 +613,212 @@ V trace(Context& cx) {
   return {summed(cx, masked, {0, 1}, false, 1)};
 }
 
+// ---- segment_reduce
+
+// The segments of data along `axis` (lengths.rank() - 1, the dims before it
+// matching data's): lengths as i64 [outer..., S] and the segment id of
+// every position of the axis, i64 [outer..., N] (S past the last segment).
+struct Segments {
+  int64_t axis = 0, count = 0;
+  Dims outer;
+  Value lengths, seg;
+};
+
+Segments segments(Context& cx, Value data, size_t lengths_arg, size_t offsets_arg, size_t axis_arg) {
+  auto& b = cx.b;
+  Segments s;
+  Value lengths;
+  if (!cx.none(lengths_arg)) {
+    lengths = b.convert(cx.tensor(lengths_arg), DType::I64);
+  } else if (!cx.none(offsets_arg)) {
+    Value off = b.convert(cx.tensor(offsets_arg), DType::I64);
+    int64_t r = off.rank();
+    if (r == 0 || off.dims().back() == 0) cx.fail("segment_reduce(): offsets must have at least one element");
+    Dims zero(r, 0), one(r, 1), head = off.dims(), tail(r, 0);
+    head[r - 1] -= 1;
+    tail[r - 1] = 1;
+    lengths = b.sub(b.slice(off, tail, off.dims(), one), b.slice(off, zero, head, one));
+  } else {
+    cx.fail("segment_reduce(): Either lengths or offsets must be defined");
+  }
+  if (lengths.rank() == 0) cx.fail("segment_reduce(): lengths must have at least one dimension");
+  s.axis = lengths.rank() - 1;
+  if (data.rank() <= s.axis || cx.dim(cx.integer_or(axis_arg, 0), data.rank()) != s.axis)
+    cx.fail("segment_reduce(): Expected axis to be the last dimension of lengths but got " +
+            std::to_string(cx.integer_or(axis_arg, 0)) + ".");
+  s.outer = Dims(lengths.dims().begin(), lengths.dims().end() - 1);
+  for (int64_t d = 0; d < s.axis; ++d)
+    if (lengths.dims()[d] != data.dims()[d])
+      cx.fail("segment_reduce(): Expected all rows of lengths along axis to match data");
+  s.count = lengths.dims().back();
+  s.lengths = lengths;
+  int64_t n = data.dims()[s.axis], S = s.count, a = s.axis;
+  Dims lead = all_dims(a);  // the outer dims keep their positions
+  // ends[s] = lengths[0] + ... + lengths[s], from an [outer..., S, S] mask.
+  Dims sq = s.outer;
+  sq.push_back(S);
+  sq.push_back(S);
+  Value srow = b.iota(TensorType{DType::I64, sq}, a);
+  Value kcol = b.iota(TensorType{DType::I64, sq}, a + 1);
+  Dims ld = lead;
+  ld.push_back(a + 1);
+  Value lk = b.broadcast_in_dim(lengths, sq, ld);
+  Value zero = b.constant(0, DType::I64);
+  Value ends = b.reduce(b.select(b.compare(kcol, srow, "LE"), lk, zero), zero, {a + 1}, "stablehlo.add");
+  // seg[j] = #{s : ends[s] <= j}
+  Dims grid = s.outer;
+  grid.push_back(n);
+  grid.push_back(S);
+  Value e = b.broadcast_in_dim(ends, grid, ld);
+  Value j = b.iota(TensorType{DType::I64, grid}, a);
+  s.seg = b.reduce(b.convert(b.compare(e, j, "LE"), DType::I64), zero, {a + 1}, "stablehlo.add");
+  return s;
+}
+
+// data spread to [outer..., S, N, inner...] and the matching membership
+// mask (position j of the axis is in segment s).
+std::pair<Value, Value> spread_segments(hlo::Builder& b, Value data, const Segments& s) {
+  int64_t a = s.axis, r = data.rank();
+  Dims big(data.dims().begin(), data.dims().begin() + a);
+  big.push_back(s.count);
+  big.insert(big.end(), data.dims().begin() + a, data.dims().end());
+  Dims dd = all_dims(a);
+  for (int64_t d = a; d < r; ++d) dd.push_back(d + 1);
+  Value spread = b.broadcast_in_dim(data, big, dd);
+  Dims md = all_dims(a);
+  md.push_back(a + 1);
+  Value seg = b.broadcast_in_dim(s.seg, big, md);
+  Value member = b.compare(seg, b.iota(TensorType{DType::I64, big}, a), "EQ");
+  return {spread, member};
+}
+
+// segment_reduce(data, reduce, *, lengths, indices, offsets, axis, unsafe,
+// initial): reduce is sum, mean, prod, max or min over each segment, seeded
+// with `initial` (else the reduction's identity); an empty segment's mean
+// is NaN without initial; max and min propagate NaN.
+V segment_reduce(Context& cx) {
+  auto& b = cx.b;
+  Value data = cx.tensor(0);
+  const std::string& red = cx.str(1);
+  if (red != "sum" && red != "mean" && red != "prod" && red != "max" && red != "min")
+    cx.fail("unsupported reduction given! " + red);
+  if (!hlo::is_floating(data.dtype()))
+    cx.fail(std::string("\"_segment_reduce_cpu\" not implemented for '") + std::string(hlo::dtype_name(data.dtype())) +
+            "'");
+  if (!cx.none(3) && cx.none(2) && cx.none(4))
+    cx.fail("segment_reduce(): indices based reduction is not supported yet.");
+  Segments s = segments(cx, data, 2, 4, 5);
+  DType out = data.dtype(), t = hlo::opmath_type(out);
+  int64_t a = s.axis;
+  auto [spread, member] = spread_segments(b, b.convert(data, t), s);
+  bool has_init = !cx.none(7);
+  Value init = has_init ? b.convert(cx.as(7, out), t) : Value{};
+  Value r;
+  if (red == "sum" || red == "mean") {
+    r = b.reduce(b.select(member, spread, b.constant(0, t)), b.constant(0, t), {a + 1}, "stablehlo.add");
+    if (has_init) r = b.add(r, init);
+    if (red == "mean") {
+      Dims od = all_dims(a + 1);
+      Value len = b.broadcast_in_dim(b.convert(s.lengths, t), r.dims(), od);
+      Value empty = b.compare(len, b.constant(0, t), "EQ");
+      Value m = b.select(b.compare(r, r, "NE"), r, b.div(r, len));
+      r = b.select(empty,
+                   has_init ? b.broadcast_to(init, r.dims()) : b.full(std::numeric_limits<double>::quiet_NaN(), r.type),
+                   m);
+    }
+  } else if (red == "prod") {
+    r = b.reduce(b.select(member, spread, b.constant(1, t)), b.constant(1, t), {a + 1}, "stablehlo.multiply");
+    if (has_init) r = b.mul(r, init);
+  } else {
+    bool is_max = red == "max";
+    double id = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    r = extremum(b, b.select(member, spread, b.constant(id, t)), {a + 1}, is_max);
+    if (has_init) {
+      Value i = b.broadcast_to(init, r.dims());
+      Value m = is_max ? b.max(r, i) : b.min(r, i);
+      m = b.select(b.compare(i, i, "NE"), i, m);
+      r = b.select(b.compare(r, r, "NE"), r, m);
+    }
+  }
+  return {b.convert(r, out)};
+}
+
+// v, one value per segment ([outer..., S, inner...], or [outer..., S]
+// for the lengths), read at every position of the axis: data's shape, 0
+// where a position has no segment.
+Value at_positions(hlo::Builder& b, Value v, Value member, int64_t axis, DType t) {
+  Value zero = b.constant(0, t);
+  Value spread = b.broadcast_in_dim(
+      b.convert(v, t), member.dims(), v.rank() == axis + 1 ? all_dims(axis + 1) : [&] {
+        Dims d = all_dims(axis + 1);
+        for (int64_t i = axis + 2; i < member.rank(); ++i) d.push_back(i);
+        return d;
+      }());
+  return b.reduce(b.select(member, spread, zero), zero, {axis}, "stablehlo.add");
+}
+
+// _segment_reduce_backward(grad, output, data, reduce, *, lengths, offsets,
+// axis, initial), by CPU's rules. sum: the segment's grad; mean: grad /
+// length; max/min: the grad to each element equal to the result (or NaN),
+// a positive one split among them; prod: grad * output / x, or grad times
+// initial and the product of the others where x is 0 or NaN. Positions
+// past the last segment get 0.
+V segment_reduce_backward(Context& cx) {
+  auto& b = cx.b;
+  Value data = cx.tensor(2);
+  const std::string& red = cx.str(3);
+  if (red != "sum" && red != "mean" && red != "prod" && red != "max" && red != "min")
+    cx.fail("unsupported reduction given! " + red);
+  Segments s = segments(cx, data, 4, 5, 6);
+  DType out = data.dtype(), t = hlo::opmath_type(out);
+  int64_t a = s.axis, n = data.dims()[a];
+  if (s.count == 0 || data.type.numel() == 0) return {b.full(0, data.type)};
+  Value x = b.convert(data, t);
+  Value zero = b.constant(0, t), one = b.constant(1, t);
+  auto [spread, member] = spread_segments(b, x, s);
+  Value valid = b.reduce(member, b.constant(0, DType::Bool), {a}, "stablehlo.or");
+  Value g = at_positions(b, cx.tensor(0), member, a, t);
+  Value r;
+  if (red == "sum") {
+    r = g;
+  } else if (red == "mean") {
+    r = b.div(g, at_positions(b, s.lengths, member, a, t));
+  } else if (red == "max" || red == "min") {
+    Value o = at_positions(b, cx.tensor(1), member, a, t);
+    Value hit = b.or_(b.compare(x, x, "NE"), b.compare(x, o, "EQ"));
+    Value gi = b.select(hit, g, zero);
+    Dims dd = all_dims(a);
+    for (int64_t d = a; d < data.rank(); ++d) dd.push_back(d + 1);
+    Value hits = b.and_(member, b.broadcast_in_dim(hit, member.dims(), dd));
+    Value counter = b.reduce(b.convert(hits, t), zero, {a + 1}, "stablehlo.add");  // per segment
+    Value c = at_positions(b, counter, member, a, t);
+    Value split = b.and_(b.compare(c, b.constant(2, t), "GE"), b.compare(gi, zero, "GT"));
+    r = b.select(split, b.div(gi, c), gi);
+  } else {  // prod
+    Value o = at_positions(b, cx.tensor(1), member, a, t);
+    // excl[j] = initial * prod of x[k] over the other k of j's segment.
+    Dims pair(data.dims().begin(), data.dims().begin() + a + 1);
+    pair.push_back(n);
+    pair.insert(pair.end(), data.dims().begin() + a + 1, data.dims().end());
+    Dims kd = all_dims(a);
+    for (int64_t d = a; d < data.rank(); ++d) kd.push_back(d + 1);
+    Dims segj = all_dims(a + 1), segk = all_dims(a);
+    segk.push_back(a + 1);
+    Value xk = b.broadcast_in_dim(x, pair, kd);
+    Value sj = b.broadcast_in_dim(s.seg, pair, segj);
+    Value sk = b.broadcast_in_dim(s.seg, pair, segk);
+    Value jk_same = b.compare(sj, sk, "EQ");
+    Value ji = b.iota(TensorType{DType::I64, pair}, a);
+    Value ki = b.iota(TensorType{DType::I64, pair}, a + 1);
+    Value others = b.and_(jk_same, b.compare(ji, ki, "NE"));
+    Value excl = b.reduce(b.select(others, xk, one), one, {a + 1}, "stablehlo.multiply");
+    if (!cx.none(7)) excl = b.mul(excl, b.convert(cx.as(7, out), t));
+    Value special = b.or_(b.compare(x, x, "NE"), b.compare(x, zero, "EQ"));
+    r = b.select(special, b.mul(g, excl), b.div(b.mul(g, o), x));
+  }
+  return {b.convert(b.select(valid, r, zero), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> reduction_lowerings() {
@@ -658,6 +864,8 @@ std::vector<Entry> reduction_lowerings() {
       {"aten::norm.ScalarOpt_dim", norm_scalaropt_dim},
       {"aten::norm.ScalarOpt_dim_dtype", norm_scalaropt_dim_dtype},
       {"aten::renorm", renorm},
+      {"aten::segment_reduce", segment_reduce},
+      {"aten::_segment_reduce_backward", segment_reduce_backward},
   };
 }
 

@@ -301,6 +301,9 @@ class LoweredKernel final : public c10::OperatorKernel {
           generator = &v;
           break;
         case ArgType::Ignore:
+          // A factory op without tensor arguments (triu_indices) runs on its device= argument.
+          if (v.isDevice() && v.toDevice().is_privateuseone() && dc.device < 0)
+            dc.device = v.toDevice().has_index() ? v.toDevice().index() : 0;
           break;
       }
     }

@@ -241,5 +241,42 @@ TEST(Misc, Histc) {
   EXPECT_EQ(values<float>(r[0]), (std::vector<float>{1, 1, 2, 0, 1}));
 }
 
+// ---- triangle indices, segment_reduce
+
+// The strict upper triangle of a 3x3 matrix, row-major: (0,1), (0,2), (1,2).
+TEST(Misc, TriuIndices) {
+  auto l = lower("aten::triu_indices", [](hlo::Builder&) {
+    return std::vector<Arg>{Arg::integer(3), Arg::integer(3), Arg::integer(1), Arg::none()};
+  });
+  ASSERT_EQ(l.results[0].dims(), (hlo::Dims{2, 3}));
+  EXPECT_EQ(values<int64_t>(exec(l, {})[0]), (std::vector<int64_t>{0, 0, 1, 1, 2, 2}));
+}
+
+// Segments {1, 2}, {}, {3, 4, 5}: sums 3, 0, 12; means 1.5, NaN (empty,
+// no initial), 4.
+TEST(Misc, SegmentReduceSumAndMean) {
+  for (std::string red : {"sum", "mean"}) {
+    auto l = lower("aten::segment_reduce", [&](hlo::Builder& b) {
+      return std::vector<Arg>{tensor(b, DType::F32, {5}),
+                              Arg::string(red),
+                              tensor(b, DType::I64, {3}),
+                              Arg::none(),
+                              Arg::none(),
+                              Arg::integer(0),
+                              Arg::boolean(false),
+                              Arg::none()};
+    });
+    auto r =
+        values<float>(exec(l, {bytes(std::vector<float>{1, 2, 3, 4, 5}), bytes(std::vector<int64_t>{2, 0, 3})})[0]);
+    if (red == "sum") {
+      EXPECT_EQ(r, (std::vector<float>{3, 0, 12}));
+    } else {
+      EXPECT_EQ(r[0], 1.5f);
+      EXPECT_TRUE(std::isnan(r[1]));
+      EXPECT_EQ(r[2], 4.0f);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace torch_pjrt

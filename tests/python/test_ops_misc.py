@@ -433,3 +433,39 @@ def test_multinomial():
     assert 1 not in w.cpu()[0].tolist()  # zero weight is never drawn without replacement
     first = torch.stack([torch.multinomial(p[0].to(DEVICE), 1) for _ in range(400)]).cpu().flatten()
     assert abs((first == 2).double().mean() - 0.6) < 0.1
+
+
+# ---------------------------------------------------------------- triangle indices, segment_reduce
+
+
+@pytest.mark.parametrize("op", [torch.triu_indices, torch.tril_indices])
+@pytest.mark.parametrize("args", [(3, 3), (4, 6, 1), (5, 3, -2), (0, 4), (3, 3, 9), (3, 4, -9)])
+def test_triangle_indices(op, args):
+    with lowered():
+        out = op(*args, device=DEVICE)
+        out32 = op(*args, dtype=torch.int32, device=DEVICE)
+    assert_close(out, op(*args))
+    assert_close(out32, op(*args, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "max", "min"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("initial", [None, 0.5])
+def test_segment_reduce(reduce, dtype, initial):
+    data = torch.randn(7, 3).to(dtype)
+    data[1, 0] = 0.0  # prod's backward takes the explicit product at zeros
+    data[4, 2] = data[5, 2]  # a tie for max/min
+    lengths = torch.tensor([2, 0, 3, 2])
+    offsets = torch.tensor([0, 2, 2, 5, 7])
+    fn = torch._segment_reduce
+    with lowered():
+        check(lambda d, ln: fn(d, reduce, lengths=ln, initial=initial), data, lengths, grad=True)
+        check(lambda d, off: fn(d, reduce, offsets=off, initial=initial), data, offsets, grad=True)
+    batched = torch.randn(2, 6).to(dtype)
+    check(
+        lambda d, ln: fn(d, reduce, lengths=ln, axis=1, initial=initial),
+        batched,
+        torch.tensor([[1, 2, 3], [0, 4, 2]]),
+        grad=True,
+    )
+    check(lambda d, ln: fn(d, reduce, lengths=ln, initial=initial), noncontig((6, 2)), torch.tensor([3, 3]), grad=True)
