@@ -1,5 +1,7 @@
 // Factory ops that fill a preallocated output (their out= form is the one
 // backends implement). The output tensor arrives as the last argument.
+#include <string>
+
 #include "lowering/families.h"
 
 namespace torch_pjrt::lowering {
@@ -18,11 +20,115 @@ V arange_start_out(Context& cx) {
   return {cx.b.convert(r, t)};
 }
 
+// The out tensor of a factory op, which the composite op allocated with the
+// expected shape (an out= tensor of another shape is refused, not resized).
+Value sized_out(Context& cx, size_t i, const Dims& dims) {
+  Value out = cx.tensor(i);
+  if (out.dims() != dims) {
+    std::string want, got;
+    for (int64_t d : dims) want += (want.empty() ? "" : ", ") + std::to_string(d);
+    for (int64_t d : out.dims()) got += (got.empty() ? "" : ", ") + std::to_string(d);
+    cx.fail("out= tensor of shape [" + got + "] must already have the result's shape [" + want + "]");
+  }
+  return out;
+}
+
+// The points of linspace(start, end, steps) as ATen's CPU kernel computes
+// them, in dtype `t`: step = (end - start) / (steps - 1), the first half
+// start + step * i and the second half end - step * (steps - 1 - i).
+// Integral outputs truncate start and end first and step in double; a single
+// step gives start.
+Value linspace_points(Context& cx, int64_t steps, DType out) {
+  auto& b = cx.b;
+  bool integral = !hlo::is_floating(out);
+  DType t = integral ? DType::F64 : hlo::opmath_type(out);
+  Value start = b.convert(cx.as(0, out), t);
+  Value end = b.convert(cx.as(1, out), t);
+  TensorType type{t, {steps}};
+  if (steps == 1) return b.broadcast_to(start, {1});
+  Value step = b.div(b.sub(end, start), b.constant(static_cast<double>(steps - 1), t));
+  if (!integral) step = b.convert(b.convert(step, out), t);  // CPU rounds step to the output dtype
+  Value i = b.iota(type, 0);
+  Value first = b.add(start, b.mul(step, i));
+  Value second = b.sub(end, b.mul(step, b.sub(b.constant(static_cast<double>(steps - 1), t), i)));
+  Value lower_half = b.compare(i, b.constant(static_cast<double>(steps / 2), t), "LT");
+  return b.select(lower_half, first, second);
+}
+
+// linspace.out(start, end, steps, *, out)
+V linspace_out(Context& cx) {
+  int64_t steps = cx.integer(2);
+  if (steps < 0) cx.fail("number of steps must be non-negative");
+  Value out = sized_out(cx, 3, {steps});
+  if (steps == 0) return {out};
+  return {cx.b.convert(linspace_points(cx, steps, out.dtype()), out.dtype())};
+}
+
+// logspace.out(start, end, steps, base, *, out): base ** linspace(...), the
+// power taken in double as on CPU.
+V logspace_out(Context& cx) {
+  auto& b = cx.b;
+  int64_t steps = cx.integer(2);
+  if (steps < 0) cx.fail("number of steps must be non-negative");
+  Value out = sized_out(cx, 4, {steps});
+  if (steps == 0) return {out};
+  Value e = b.convert(linspace_points(cx, steps, out.dtype()), DType::F64);
+  Value base = b.broadcast_to(cx.as(3, DType::F64), {steps});
+  return {b.convert(b.binary("stablehlo.power", base, e), out.dtype())};
+}
+
+// Ones on the main diagonal of an n x m matrix of out's dtype.
+Value eye_of(Context& cx, int64_t n, int64_t m, size_t out_arg) {
+  if (n < 0) cx.fail("n must be greater or equal to 0, got " + std::to_string(n));
+  if (m < 0) cx.fail("m must be greater or equal to 0, got " + std::to_string(m));
+  Value out = sized_out(cx, out_arg, {n, m});
+  auto& b = cx.b;
+  TensorType t{DType::I64, {n, m}};
+  Value row = b.iota(t, 0);  // sequenced: the golden text depends on the order
+  Value col = b.iota(t, 1);
+  return b.convert(b.compare(row, col, "EQ"), out.dtype());
+}
+// eye.out(n, *, out) and eye.m_out(n, m, *, out)
+V eye_out(Context& cx) { return {eye_of(cx, cx.integer(0), cx.integer(0), 1)}; }
+V eye_m_out(Context& cx) { return {eye_of(cx, cx.integer(0), cx.integer(1), 2)}; }
+
+// triu_indices / tril_indices(row, col, offset, *, dtype, ...): the [2, K]
+// coordinates of the upper (lower) triangle in row-major order. They depend
+// only on the static sizes, so they are one constant.
+Value triangle_indices(Context& cx, bool upper) {
+  int64_t rows = cx.integer(0), cols = cx.integer(1), offset = cx.integer_or(2, 0);
+  const char* name = upper ? "triu_indices" : "tril_indices";
+  if (rows < 0) cx.fail(std::string(name) + ": row must be non-negative, got" + std::to_string(rows));
+  if (cols < 0) cx.fail(std::string(name) + ": col must be non-negative, got" + std::to_string(cols));
+  DType out = cx.none(3) ? DType::I64 : cx.dtype(3);
+  std::string is, js;
+  int64_t k = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      if (upper ? j - i < offset : j - i > offset) continue;
+      is += (k ? ", " : "") + std::to_string(i);
+      js += (k ? ", " : "") + std::to_string(j);
+      ++k;
+    }
+  TensorType type{DType::I64, {2, k}};
+  if (k == 0) return cx.b.full(0, TensorType{out, {2, 0}});
+  Value v = cx.b.op("stablehlo.constant", {}, type, "value = dense<[[" + is + "], [" + js + "]]> : " + type.str());
+  return cx.b.convert(v, out);
+}
+V triu_indices(Context& cx) { return {triangle_indices(cx, true)}; }
+V tril_indices(Context& cx) { return {triangle_indices(cx, false)}; }
+
 }  // namespace
 
 std::vector<Entry> creation_lowerings() {
   return {
       {"aten::arange.start_out", arange_start_out},
+      {"aten::linspace.out", linspace_out},
+      {"aten::logspace.out", logspace_out},
+      {"aten::eye.out", eye_out},
+      {"aten::eye.m_out", eye_m_out},
+      {"aten::triu_indices", triu_indices},
+      {"aten::tril_indices", tril_indices},
   };
 }
 

@@ -106,6 +106,118 @@ V normal_functional(Context& cx) {
   return {b.convert(b.add(cx.as(1, t), b.mul(cx.as(2, t), z)), out)};
 }
 
+// Standard normal draws via Box-Muller: sqrt(-2 log(1 - u1)) * cos(2 pi u2).
+Value standard_normal(hlo::Builder& b, Value& state, const Dims& dims, DType t) {
+  int digits = float_digits(t);
+  Value u1 = uniform01(b, state, dims, t, digits);
+  Value u2 = uniform01(b, state, dims, t, digits);
+  Value radius = b.sqrt(b.mul(b.constant(-2, t), b.unary("stablehlo.log_plus_one", b.neg(u1))));
+  return b.mul(radius, b.unary("stablehlo.cosine", b.mul(b.constant(2 * M_PI, t), u2)));
+}
+
+// normal.Tensor_Tensor / Tensor_float / float_Tensor(mean, std, *, generator):
+// mean + std * N(0, 1) over the broadcast shape, in the tensor mean's dtype
+// (std's when mean is a number).
+V normal_tensors(Context& cx) {
+  auto& b = cx.b;
+  bool mean_tensor = cx.arg(0).kind == Arg::Kind::Tensor, std_tensor = cx.arg(1).kind == Arg::Kind::Tensor;
+  Value mean = cx.tensor(0), std = cx.tensor(1);
+  DType out = float_self(cx, mean_tensor ? mean : std), t = hlo::opmath_type(out);
+  Dims dims = mean_tensor && std_tensor ? hlo::broadcast_shapes(mean.dims(), std.dims())
+                                        : (mean_tensor ? mean.dims() : std.dims());
+  Value state = cx.rng(2);
+  Value z = standard_normal(b, state, dims, t);
+  // As on CPU: the draw is rounded to the output dtype, then scaled and shifted.
+  z = b.convert(b.convert(z, out), t);
+  Value m = b.convert(b.convert(mean, out), t), s = b.convert(b.convert(std, out), t);
+  return {b.broadcast_to(b.convert(b.add(b.mul(z, s), m), out), dims)};
+}
+
+// cauchy(self, median, sigma, *, generator) -> median + sigma * tan(pi (u - 1/2))
+V cauchy(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  Value state = cx.rng(3);
+  Value u = uniform01(b, state, self.dims(), t, float_digits(t));
+  Value angle = b.mul(b.constant(M_PI, t), b.sub(u, b.constant(0.5, t)));
+  Value tan = b.div(b.unary("stablehlo.sine", angle), b.unary("stablehlo.cosine", angle));
+  return {b.convert(b.add(cx.as(1, t), b.mul(cx.as(2, t), tan)), out)};
+}
+
+// log_normal(self, mean, std, *, generator) -> exp(mean + std * N(0, 1))
+V log_normal(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  Value state = cx.rng(3);
+  Value z = standard_normal(b, state, self.dims(), t);
+  return {b.convert(b.exp(b.add(cx.as(1, t), b.mul(cx.as(2, t), z))), out)};
+}
+
+// geometric(self, p, *, generator) -> ceil(log(1 - u) / log1p(-p)): the
+// number of Bernoulli(p) trials up to the first success, in self's dtype.
+V geometric(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType t = hlo::opmath_type(float_type(self.dtype()));
+  Value state = cx.rng(2);
+  Value u = uniform01(b, state, self.dims(), t, float_digits(t));
+  Value num = b.unary("stablehlo.log_plus_one", b.neg(u));
+  Value den = b.unary("stablehlo.log_plus_one", b.neg(cx.as(1, t)));
+  return {b.convert(b.unary("stablehlo.ceil", b.div(num, den)), self.dtype())};
+}
+
+// multinomial(self, num_samples, replacement, *, generator): int64 category
+// indices drawn from the rows of self (non-negative weights). Without
+// replacement, as on CPU: the top num_samples of p / q with q ~ Exp(1).
+// With replacement: for each draw u ~ U[0, 1), the number of normalised
+// cumulative weights <= u.
+V multinomial(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  int64_t samples = cx.integer(1);
+  bool replacement = cx.flag_or(2, false);
+  if (self.rank() != 1 && self.rank() != 2) cx.fail("prob_dist must be 1 or 2 dim");
+  if (!hlo::is_floating(self.dtype()))
+    cx.fail("multinomial only supports floating-point dtypes for input, got: " +
+            std::string(hlo::dtype_name(self.dtype())));
+  if (samples <= 0) cx.fail("cannot sample n_sample <= 0 samples");
+  int64_t n = self.dims().back(), rows = self.rank() == 2 ? self.dims()[0] : 1;
+  if (n == 0) cx.fail("number of categories cannot exceed 2^24");
+  if (!replacement && samples > n) cx.fail("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  DType t = hlo::opmath_type(self.dtype());
+  Dims out = self.rank() == 2 ? Dims{rows, samples} : Dims{samples};
+  Value p = b.reshape(b.convert(self, t), {rows, n});
+  Value state = cx.rng(3);
+  if (!replacement) {
+    Value u = uniform01(b, state, {rows, n}, t, float_digits(t));
+    Value q = b.neg(b.unary("stablehlo.log_plus_one", b.neg(u)));
+    Value key = b.div(p, q);
+    Value pos = b.iota(TensorType{DType::I64, {rows, n}}, 1);
+    TensorType s{t, {}}, si{DType::I64, {}};
+    // Descending by key, NaN first, stable.
+    auto sorted =
+        b.op_multi("stablehlo.sort", {key, pos}, {key.type, pos.type}, "dimension = 1 : i64, is_stable = true",
+                   {{{s, s, si, si}, [](hlo::Builder& b, const std::vector<Value>& a) {
+                       return std::vector<Value>{b.compare(a[0], a[1], "GT")};
+                     }}});
+    Value idx = b.slice(sorted[1], {0, 0}, {rows, samples}, {1, 1});
+    return {b.reshape(idx, out)};
+  }
+  TensorType tri{DType::I64, {n, n}};
+  Value upper = b.convert(b.compare(b.iota(tri, 0), b.iota(tri, 1), "LE"), t);
+  Value cdf = b.dot_general(p, upper, {}, {}, {1}, {0}, t);
+  Value total = b.reshape(b.slice(cdf, {0, n - 1}, {rows, n}, {1, 1}), {rows});
+  cdf = b.div(cdf, b.broadcast_in_dim(total, {rows, n}, {0}));
+  Value u = uniform01(b, state, {rows, samples}, t, float_digits(t));
+  Dims grid{rows, samples, n};
+  Value le = b.compare(b.broadcast_in_dim(cdf, grid, {0, 2}), b.broadcast_in_dim(u, grid, {0, 1}), "LE");
+  Value k = b.reduce(b.convert(le, DType::I64), b.constant(0, DType::I64), {2}, "stablehlo.add");
+  k = b.min(k, b.constant(n - 1, DType::I64));
+  return {b.reshape(k, out)};
+}
+
 // exponential(self, lambd, *, generator) -> -log1p(-u) / lambd
 V exponential(Context& cx) {
   auto& b = cx.b;
@@ -145,7 +257,8 @@ Value random_int(Context& cx, const Value& self, int64_t from, uint64_t range, V
   auto& b = cx.b;
   DType bits = range != 0 && range <= (uint64_t{1} << 32) ? DType::U32 : DType::U64;
   Value r = random_bits(b, state, self.dims(), bits);
-  if (range != 0 && range != (uint64_t{1} << 32)) r = b.binary("stablehlo.remainder", r, int_constant(b, std::to_string(range), bits));
+  if (range != 0 && range != (uint64_t{1} << 32))
+    r = b.binary("stablehlo.remainder", r, int_constant(b, std::to_string(range), bits));
   Value v = bits == DType::U32 ? b.convert(r, DType::I64) : b.bitcast_convert(r, DType::I64);
   v = b.add(v, int_constant(b, std::to_string(from), DType::I64));
   return b.convert(v, self.dtype());
@@ -165,8 +278,9 @@ Value random_range(Context& cx, int64_t from, bool has_to, int64_t to, Value sta
   Value self = cx.tensor(0);
   uint64_t range;
   if (has_to) {
-    if (from >= to) cx.fail("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(from) +
-                            " >= to_exclusive=" + std::to_string(to));
+    if (from >= to)
+      cx.fail("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(from) +
+              " >= to_exclusive=" + std::to_string(to));
     range = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
   } else {
     range = default_to_inc(self) - static_cast<uint64_t>(from) + 1;  // wraps to 0 for the full 64-bit range
@@ -189,6 +303,13 @@ std::vector<Entry> random_lowerings() {
       {"aten::uniform", uniform},
       {"aten::normal_functional", normal_functional},
       {"aten::exponential", exponential},
+      {"aten::normal.Tensor_Tensor", normal_tensors},
+      {"aten::normal.Tensor_float", normal_tensors},
+      {"aten::normal.float_Tensor", normal_tensors},
+      {"aten::cauchy", cauchy},
+      {"aten::log_normal", log_normal},
+      {"aten::geometric", geometric},
+      {"aten::multinomial", multinomial},
       {"aten::bernoulli.p", bernoulli_p},
       {"aten::bernoulli", bernoulli},
       {"aten::random.from", random_from},

@@ -49,8 +49,7 @@ Dims all_dims(int64_t rank) {
 // nothing to reduce.
 Dims reduce_dims(Context& cx, size_t i, int64_t rank) {
   if (cx.none(i)) return all_dims(rank);
-  std::vector<int64_t> ds =
-      cx.arg(i).kind == Arg::Kind::Ints ? cx.ints(i) : std::vector<int64_t>{cx.integer(i)};
+  std::vector<int64_t> ds = cx.arg(i).kind == Arg::Kind::Ints ? cx.ints(i) : std::vector<int64_t>{cx.integer(i)};
   if (ds.empty()) return all_dims(rank);
   Dims out = cx.dims(ds, rank);
   for (size_t a = 0; a < out.size(); ++a)
@@ -67,8 +66,10 @@ bool contains(const Dims& ds, int64_t d) { return std::find(ds.begin(), ds.end()
 Dims reduced_shape(const Dims& shape, const Dims& dims, bool keepdim) {
   Dims out;
   for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
-    if (!contains(dims, i)) out.push_back(shape[i]);
-    else if (keepdim) out.push_back(1);
+    if (!contains(dims, i))
+      out.push_back(shape[i]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -106,8 +107,9 @@ Value summed(Context& cx, Value x, const Dims& dims, bool keepdim, size_t dtype_
 Value mean_of(Context& cx, Value x, const Dims& dims, bool keepdim, size_t dtype_arg) {
   DType out = cx.none(dtype_arg) ? x.dtype() : cx.dtype(dtype_arg);
   if (!hlo::is_floating(out))
-    cx.fail("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: " +
-            std::string(hlo::dtype_name(out)));
+    cx.fail(
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: " +
+        std::string(hlo::dtype_name(out)));
   auto& b = cx.b;
   Value acc = b.convert(x, hlo::opmath_type(out));
   Value s = b.reduce(acc, b.constant(0, acc.dtype()), dims, "stablehlo.add");
@@ -149,8 +151,7 @@ Value extremum(hlo::Builder& b, Value x, const Dims& dims, bool is_max) {
 void check_nonempty_reduction(Context& cx, Value x, const Dims& dims, const char* name) {
   for (int64_t d : dims)
     if (x.dims()[d] == 0)
-      cx.fail(std::string(name) + "(): Expected reduction dim " + std::to_string(d) +
-              " to have non-zero size.");
+      cx.fail(std::string(name) + "(): Expected reduction dim " + std::to_string(d) + " to have non-zero size.");
 }
 
 // ---- sum, mean, prod
@@ -285,7 +286,8 @@ Moments moments(Context& cx, const char* name) {
   Value correction = cx.none(2) ? b.constant(1, t) : cx.as(2, t);
   Value denom = b.max(b.sub(n, correction), b.constant(0, t));
   Value var = b.div(ss, denom);
-  return {keep(b, b.convert(var, out), x.dims(), dims, keepdim), keep(b, b.convert(mean, out), x.dims(), dims, keepdim)};
+  return {keep(b, b.convert(var, out), x.dims(), dims, keepdim),
+          keep(b, b.convert(mean, out), x.dims(), dims, keepdim)};
 }
 
 // std = sqrt(var) computed before rounding to self's dtype.
@@ -367,21 +369,17 @@ V logsumexp(Context& cx) {
 
 // ---- norms
 
-// aten::linalg_vector_norm(self, Scalar ord=2, int[1]? dim, bool keepdim, *, dtype?)
-// ord is a runtime scalar: inf -> max|x|, -inf -> min|x|, 0 -> count of
-// non-zeros, 1 -> sum|x|, 2 -> sqrt(sum x^2), else sum(|x|^p)^(1/p).
-V linalg_vector_norm(Context& cx) {
-  Value x = cx.tensor(0);
-  DType out = cx.none(4) ? x.dtype() : cx.dtype(4);
+// The vector norm of x over dims in dtype `out`, with the order p a
+// runtime scalar (None means 2): inf -> max|x|, -inf -> min|x|, 0 -> count
+// of non-zeros, 1 -> sum|x|, 2 -> sqrt(sum x^2), else sum(|x|^p)^(1/p).
+Value vector_norm(Context& cx, Value x, size_t p_arg, const Dims& dims, bool keepdim, DType out, const char* name) {
   if (!hlo::is_floating(x.dtype()) || !hlo::is_floating(out))
-    cx.fail("linalg.vector_norm: Expected a floating point or complex tensor as input. Got " +
+    cx.fail(std::string(name) + ": Expected a floating point or complex tensor as input. Got " +
             std::string(hlo::dtype_name(hlo::is_floating(x.dtype()) ? out : x.dtype())));
-  Dims dims = reduce_dims(cx, 2, x.rank());
-  bool keepdim = cx.flag_or(3, false);
   auto& b = cx.b;
   DType t = hlo::opmath_type(out);
   Value a = b.abs(b.convert(b.convert(x, out), t));
-  Value p = cx.none(1) ? b.constant(2, t) : cx.as(1, t);
+  Value p = cx.none(p_arg) ? b.constant(2, t) : cx.as(p_arg, t);
   Value zero = b.constant(0, t), one = b.constant(1, t);
   Value inf = b.constant(std::numeric_limits<double>::infinity(), t);
   auto add = [&](Value v) { return b.reduce(v, zero, dims, "stablehlo.add"); };
@@ -399,7 +397,54 @@ V linalg_vector_norm(Context& cx) {
   r = b.select(is(zero), l0, r);
   r = b.select(is(inf), lmax, r);
   r = b.select(is(b.neg(inf)), lmin, r);
-  return {keep(b, b.convert(r, out), x.dims(), dims, keepdim)};
+  return keep(b, b.convert(r, out), x.dims(), dims, keepdim);
+}
+
+// aten::linalg_vector_norm(self, Scalar ord=2, int[1]? dim, bool keepdim, *, dtype?)
+V linalg_vector_norm(Context& cx) {
+  Value x = cx.tensor(0);
+  DType out = cx.none(4) ? x.dtype() : cx.dtype(4);
+  return {vector_norm(cx, x, 1, reduce_dims(cx, 2, x.rank()), cx.flag_or(3, false), out, "linalg.vector_norm")};
+}
+
+// aten::norm.Scalar(self, Scalar p=2)
+V norm_scalar(Context& cx) {
+  Value x = cx.tensor(0);
+  return {vector_norm(cx, x, 1, all_dims(x.rank()), false, x.dtype(), "norm")};
+}
+// aten::norm.ScalarOpt_dtype(self, Scalar? p, *, ScalarType dtype)
+V norm_scalaropt_dtype(Context& cx) {
+  Value x = cx.tensor(0);
+  return {vector_norm(cx, x, 1, all_dims(x.rank()), false, cx.dtype(2), "norm")};
+}
+// aten::norm.ScalarOpt_dim(self, Scalar? p, int[1] dim, bool keepdim=False)
+V norm_scalaropt_dim(Context& cx) {
+  Value x = cx.tensor(0);
+  return {vector_norm(cx, x, 1, reduce_dims(cx, 2, x.rank()), cx.flag_or(3, false), x.dtype(), "norm")};
+}
+// aten::norm.ScalarOpt_dim_dtype(self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype)
+V norm_scalaropt_dim_dtype(Context& cx) {
+  Value x = cx.tensor(0);
+  return {vector_norm(cx, x, 1, reduce_dims(cx, 2, x.rank()), cx.flag_or(3, false), cx.dtype(4), "norm")};
+}
+
+// aten::renorm(self, Scalar p, int dim, Scalar maxnorm): each slice along
+// dim whose p-norm exceeds maxnorm is scaled by maxnorm / (norm + 1e-7).
+V renorm(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  if (x.rank() == 0) cx.fail("renorm: input needs at least 1 dimension, got 0 dimensions");
+  if (!hlo::is_floating(x.dtype())) cx.fail("renorm: input dtype should be either floating point or complex");
+  int64_t d = cx.dim(cx.integer(2), x.rank());
+  Dims dims;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (i != d) dims.push_back(i);
+  DType out = x.dtype(), t = hlo::opmath_type(out);
+  Value norm = vector_norm(cx, x, 1, dims, true, t, "renorm");
+  Value maxnorm = cx.as(3, t);
+  Value factor =
+      b.select(b.compare(norm, maxnorm, "GT"), b.div(maxnorm, b.add(norm, b.constant(1e-7, t))), b.constant(1, t));
+  return {b.convert(b.mul(b.convert(x, t), b.convert(b.convert(factor, out), t)), out)};
 }
 
 // ---- cumulative
@@ -440,6 +485,340 @@ Value cumulative(Context& cx, bool is_sum) {
 V cumsum(Context& cx) { return {cumulative(cx, true)}; }
 V cumprod(Context& cx) { return {cumulative(cx, false)}; }
 
+// Inclusive scan of several same-shaped operands along dim with a region
+// combiner: a reduce_window whose window spans the whole dim, padded on the
+// low side with `inits`. The combiner must be associative and commutative.
+V scan_multi(hlo::Builder& b, const V& xs, int64_t dim, const V& inits, const hlo::Builder::RegionFn& body) {
+  const Value& x = xs[0];
+  int64_t n = x.dims()[dim];
+  if (n <= 1) return xs;
+  std::string win, str, pad;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    win += (i ? ", " : "") + std::to_string(i == dim ? n : 1);
+    str += (i ? ", " : "") + std::string("1");
+    pad += (i ? ", " : "") + std::string(i == dim ? "[" + std::to_string(n - 1) + ", 0]" : "[0, 0]");
+  }
+  std::string attrs = "window_dimensions = array<i64: " + win + ">, window_strides = array<i64: " + str +
+                      ">, padding = dense<[" + pad + "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
+  V operands = xs;
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  std::vector<TensorType> results, scalars;
+  for (const Value& v : xs) {
+    results.push_back(v.type);
+    scalars.push_back(TensorType{v.dtype(), {}});
+  }
+  std::vector<TensorType> region_args = scalars;
+  region_args.insert(region_args.end(), scalars.begin(), scalars.end());
+  return b.op_multi("stablehlo.reduce_window", operands, results, attrs, {{region_args, body}});
+}
+
+// _cummax_helper / _cummin_helper(self, values!, indices!, dim): running
+// extremum and the index where it was last reached; as on CPU a tie moves
+// the index forward and a NaN wins (the latest NaN).
+V cum_extremum(Context& cx, bool is_max) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  DType vt = cx.tensor(1).dtype(), it = cx.tensor(2).dtype();
+  if (x.rank() == 0) return {b.convert(x, vt), b.constant(0, it)};
+  int64_t d = cx.dim(cx.integer(3), x.rank());
+  Value idx = b.iota(TensorType{DType::I64, x.dims()}, d);
+  Value init = is_max ? lowest(b, x.dtype()) : highest(b, x.dtype());
+  V r = scan_multi(b, {x, idx}, d, {init, b.constant(-1, DType::I64)},
+                   [is_max](hlo::Builder& b, const std::vector<Value>& a) {
+                     Value v0 = a[0], i0 = a[1], v1 = a[2], i1 = a[3];
+                     Value nan0 = b.compare(v0, v0, "NE"), nan1 = b.compare(v1, v1, "NE");
+                     Value later = b.compare(i0, i1, "GT");
+                     Value better = b.compare(v0, v1, is_max ? "GT" : "LT");
+                     Value tie = b.compare(v0, v1, "EQ");
+                     Value neither = b.and_(b.not_(nan0), b.not_(nan1));
+                     Value both = b.and_(nan0, nan1);
+                     Value pick0 = b.or_(b.and_(nan0, b.not_(nan1)), b.and_(both, later));
+                     pick0 = b.or_(pick0, b.and_(neither, b.or_(better, b.and_(tie, later))));
+                     return V{b.select(pick0, v0, v1), b.select(pick0, i0, i1)};
+                   });
+  return {b.convert(r[0], vt), b.convert(r[1], it)};
+}
+V cummax_helper(Context& cx) { return cum_extremum(cx, true); }
+V cummin_helper(Context& cx) { return cum_extremum(cx, false); }
+
+// _logcumsumexp(self, dim): running log(sum(exp)), combined as CPU does:
+// log1p(exp(min - max)) + max, or either operand when both are the same
+// infinity; NaN propagates.
+// ATen's CPU kernel accumulates float32 in double (acc_type<float, false>),
+// which its backward relies on for large inputs.
+V logcumsumexp(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  DType out = x.dtype(), t = hlo::byte_size(out) >= 4 ? DType::F64 : hlo::opmath_type(out);
+  Value xf = b.convert(x, t);
+  if (x.rank() == 0) return {x};
+  int64_t d = cx.dim(cx.integer(1), x.rank());
+  Value ninf = b.constant(-std::numeric_limits<double>::infinity(), t);
+  V r = scan_multi(b, {xf}, d, {ninf}, [](hlo::Builder& b, const std::vector<Value>& a) {
+    Value x0 = a[0], x1 = a[1];
+    Value mx = b.max(x0, x1), mn = b.min(x0, x1);
+    Value inf = b.constant(std::numeric_limits<double>::infinity(), x0.dtype());
+    Value finite = b.compare(b.abs(mn), inf, "LT");
+    Value general = b.add(b.unary("stablehlo.log_plus_one", b.exp(b.sub(mn, mx))), mx);
+    Value r = b.select(b.or_(b.compare(mn, mx, "NE"), finite), general, x0);
+    Value nan = b.or_(b.compare(x0, x0, "NE"), b.compare(x1, x1, "NE"));
+    return V{b.select(nan, b.add(x0, x1), r)};
+  });
+  return {b.convert(r[0], out)};
+}
+
+// ---- NaN-ignoring sums, counts, aminmax, trace
+
+// aten::nansum(self, int[1]? dim, bool keepdim, *, dtype?): NaNs count as 0.
+V nansum(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  Value isnan = b.compare(x, x, "NE");
+  Value clean = b.select(isnan, scalar_like(cx, 0, x), x);
+  return {summed(cx, clean, reduce_dims(cx, 1, x.rank()), cx.flag_or(2, false), 3)};
+}
+
+// aten::count_nonzero.dim_IntList(self, int[] dim) / count_nonzero(self, int? dim)
+V count_nonzero(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  Dims dims = reduce_dims(cx, 1, x.rank());
+  Value nz = b.convert(b.compare(x, scalar_like(cx, 0, x), "NE"), DType::I64);
+  return {b.reduce(nz, b.constant(0, DType::I64), dims, "stablehlo.add")};
+}
+
+// aten::aminmax(self, *, int? dim, bool keepdim) -> (min, max)
+V aminmax(Context& cx) {
+  Value x = cx.tensor(0);
+  Dims dims = reduce_dims(cx, 1, x.rank());
+  bool keepdim = cx.flag_or(2, false);
+  bool empty = cx.none(1) ? x.type.numel() == 0 : (x.rank() > 0 && !dims.empty() && x.dims()[dims[0]] == 0);
+  if (empty)
+    cx.fail(cx.none(1) ? "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
+                       : "aminmax(): Expected reduction dim " + std::to_string(dims.empty() ? 0 : dims[0]) +
+                             " to have non-zero size.");
+  return {keep(cx.b, extremum(cx.b, x, dims, false), x.dims(), dims, keepdim),
+          keep(cx.b, extremum(cx.b, x, dims, true), x.dims(), dims, keepdim)};
+}
+
+// aten::trace(self): the sum of the main diagonal of a matrix (int64 for
+// integral input).
+V trace(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  if (x.rank() != 2) cx.fail("trace: expected a matrix, but got tensor with dim " + std::to_string(x.rank()));
+  TensorType t{DType::I64, x.dims()};
+  Value diag = b.compare(b.iota(t, 0), b.iota(t, 1), "EQ");
+  Value masked = b.select(diag, x, scalar_like(cx, 0, x));
+  return {summed(cx, masked, {0, 1}, false, 1)};
+}
+
+// ---- segment_reduce
+
+// The segments of data along `axis` (lengths.rank() - 1, the dims before it
+// matching data's): lengths as i64 [outer..., S] and the segment id of
+// every position of the axis, i64 [outer..., N] (S past the last segment).
+struct Segments {
+  int64_t axis = 0, count = 0;
+  Dims outer;
+  Value lengths, seg;
+};
+
+Segments segments(Context& cx, Value data, size_t lengths_arg, size_t offsets_arg, size_t axis_arg) {
+  auto& b = cx.b;
+  Segments s;
+  Value lengths;
+  if (!cx.none(lengths_arg)) {
+    lengths = b.convert(cx.tensor(lengths_arg), DType::I64);
+  } else if (!cx.none(offsets_arg)) {
+    Value off = b.convert(cx.tensor(offsets_arg), DType::I64);
+    int64_t r = off.rank();
+    if (r == 0 || off.dims().back() == 0) cx.fail("segment_reduce(): offsets must have at least one element");
+    Dims zero(r, 0), one(r, 1), head = off.dims(), tail(r, 0);
+    head[r - 1] -= 1;
+    tail[r - 1] = 1;
+    lengths = b.sub(b.slice(off, tail, off.dims(), one), b.slice(off, zero, head, one));
+  } else {
+    cx.fail("segment_reduce(): Either lengths or offsets must be defined");
+  }
+  if (lengths.rank() == 0) cx.fail("segment_reduce(): lengths must have at least one dimension");
+  s.axis = lengths.rank() - 1;
+  if (data.rank() <= s.axis || cx.dim(cx.integer_or(axis_arg, 0), data.rank()) != s.axis)
+    cx.fail("segment_reduce(): Expected axis to be the last dimension of lengths but got " +
+            std::to_string(cx.integer_or(axis_arg, 0)) + ".");
+  s.outer = Dims(lengths.dims().begin(), lengths.dims().end() - 1);
+  for (int64_t d = 0; d < s.axis; ++d)
+    if (lengths.dims()[d] != data.dims()[d])
+      cx.fail("segment_reduce(): Expected all rows of lengths along axis to match data");
+  s.count = lengths.dims().back();
+  s.lengths = lengths;
+  int64_t n = data.dims()[s.axis], S = s.count, a = s.axis;
+  Dims lead = all_dims(a);  // the outer dims keep their positions
+  // ends[s] = lengths[0] + ... + lengths[s], from an [outer..., S, S] mask.
+  Dims sq = s.outer;
+  sq.push_back(S);
+  sq.push_back(S);
+  Value srow = b.iota(TensorType{DType::I64, sq}, a);
+  Value kcol = b.iota(TensorType{DType::I64, sq}, a + 1);
+  Dims ld = lead;
+  ld.push_back(a + 1);
+  Value lk = b.broadcast_in_dim(lengths, sq, ld);
+  Value zero = b.constant(0, DType::I64);
+  Value ends = b.reduce(b.select(b.compare(kcol, srow, "LE"), lk, zero), zero, {a + 1}, "stablehlo.add");
+  // seg[j] = #{s : ends[s] <= j}
+  Dims grid = s.outer;
+  grid.push_back(n);
+  grid.push_back(S);
+  Value e = b.broadcast_in_dim(ends, grid, ld);
+  Value j = b.iota(TensorType{DType::I64, grid}, a);
+  s.seg = b.reduce(b.convert(b.compare(e, j, "LE"), DType::I64), zero, {a + 1}, "stablehlo.add");
+  return s;
+}
+
+// data spread to [outer..., S, N, inner...] and the matching membership
+// mask (position j of the axis is in segment s).
+std::pair<Value, Value> spread_segments(hlo::Builder& b, Value data, const Segments& s) {
+  int64_t a = s.axis, r = data.rank();
+  Dims big(data.dims().begin(), data.dims().begin() + a);
+  big.push_back(s.count);
+  big.insert(big.end(), data.dims().begin() + a, data.dims().end());
+  Dims dd = all_dims(a);
+  for (int64_t d = a; d < r; ++d) dd.push_back(d + 1);
+  Value spread = b.broadcast_in_dim(data, big, dd);
+  Dims md = all_dims(a);
+  md.push_back(a + 1);
+  Value seg = b.broadcast_in_dim(s.seg, big, md);
+  Value member = b.compare(seg, b.iota(TensorType{DType::I64, big}, a), "EQ");
+  return {spread, member};
+}
+
+// segment_reduce(data, reduce, *, lengths, indices, offsets, axis, unsafe,
+// initial): reduce is sum, mean, prod, max or min over each segment, seeded
+// with `initial` (else the reduction's identity); an empty segment's mean
+// is NaN without initial; max and min propagate NaN.
+V segment_reduce(Context& cx) {
+  auto& b = cx.b;
+  Value data = cx.tensor(0);
+  const std::string& red = cx.str(1);
+  if (red != "sum" && red != "mean" && red != "prod" && red != "max" && red != "min")
+    cx.fail("unsupported reduction given! " + red);
+  if (!hlo::is_floating(data.dtype()))
+    cx.fail(std::string("\"_segment_reduce_cpu\" not implemented for '") + std::string(hlo::dtype_name(data.dtype())) +
+            "'");
+  if (!cx.none(3) && cx.none(2) && cx.none(4))
+    cx.fail("segment_reduce(): indices based reduction is not supported yet.");
+  Segments s = segments(cx, data, 2, 4, 5);
+  DType out = data.dtype(), t = hlo::opmath_type(out);
+  int64_t a = s.axis;
+  auto [spread, member] = spread_segments(b, b.convert(data, t), s);
+  bool has_init = !cx.none(7);
+  Value init = has_init ? b.convert(cx.as(7, out), t) : Value{};
+  Value r;
+  if (red == "sum" || red == "mean") {
+    r = b.reduce(b.select(member, spread, b.constant(0, t)), b.constant(0, t), {a + 1}, "stablehlo.add");
+    if (has_init) r = b.add(r, init);
+    if (red == "mean") {
+      Dims od = all_dims(a + 1);
+      Value len = b.broadcast_in_dim(b.convert(s.lengths, t), r.dims(), od);
+      Value empty = b.compare(len, b.constant(0, t), "EQ");
+      Value m = b.select(b.compare(r, r, "NE"), r, b.div(r, len));
+      r = b.select(empty,
+                   has_init ? b.broadcast_to(init, r.dims()) : b.full(std::numeric_limits<double>::quiet_NaN(), r.type),
+                   m);
+    }
+  } else if (red == "prod") {
+    r = b.reduce(b.select(member, spread, b.constant(1, t)), b.constant(1, t), {a + 1}, "stablehlo.multiply");
+    if (has_init) r = b.mul(r, init);
+  } else {
+    bool is_max = red == "max";
+    double id = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    r = extremum(b, b.select(member, spread, b.constant(id, t)), {a + 1}, is_max);
+    if (has_init) {
+      Value i = b.broadcast_to(init, r.dims());
+      Value m = is_max ? b.max(r, i) : b.min(r, i);
+      m = b.select(b.compare(i, i, "NE"), i, m);
+      r = b.select(b.compare(r, r, "NE"), r, m);
+    }
+  }
+  return {b.convert(r, out)};
+}
+
+// v, one value per segment ([outer..., S, inner...], or [outer..., S]
+// for the lengths), read at every position of the axis: data's shape, 0
+// where a position has no segment.
+Value at_positions(hlo::Builder& b, Value v, Value member, int64_t axis, DType t) {
+  Value zero = b.constant(0, t);
+  Value spread = b.broadcast_in_dim(
+      b.convert(v, t), member.dims(), v.rank() == axis + 1 ? all_dims(axis + 1) : [&] {
+        Dims d = all_dims(axis + 1);
+        for (int64_t i = axis + 2; i < member.rank(); ++i) d.push_back(i);
+        return d;
+      }());
+  return b.reduce(b.select(member, spread, zero), zero, {axis}, "stablehlo.add");
+}
+
+// _segment_reduce_backward(grad, output, data, reduce, *, lengths, offsets,
+// axis, initial), by CPU's rules. sum: the segment's grad; mean: grad /
+// length; max/min: the grad to each element equal to the result (or NaN),
+// a positive one split among them; prod: grad * output / x, or grad times
+// initial and the product of the others where x is 0 or NaN. Positions
+// past the last segment get 0.
+V segment_reduce_backward(Context& cx) {
+  auto& b = cx.b;
+  Value data = cx.tensor(2);
+  const std::string& red = cx.str(3);
+  if (red != "sum" && red != "mean" && red != "prod" && red != "max" && red != "min")
+    cx.fail("unsupported reduction given! " + red);
+  Segments s = segments(cx, data, 4, 5, 6);
+  DType out = data.dtype(), t = hlo::opmath_type(out);
+  int64_t a = s.axis, n = data.dims()[a];
+  if (s.count == 0 || data.type.numel() == 0) return {b.full(0, data.type)};
+  Value x = b.convert(data, t);
+  Value zero = b.constant(0, t), one = b.constant(1, t);
+  auto [spread, member] = spread_segments(b, x, s);
+  Value valid = b.reduce(member, b.constant(0, DType::Bool), {a}, "stablehlo.or");
+  Value g = at_positions(b, cx.tensor(0), member, a, t);
+  Value r;
+  if (red == "sum") {
+    r = g;
+  } else if (red == "mean") {
+    r = b.div(g, at_positions(b, s.lengths, member, a, t));
+  } else if (red == "max" || red == "min") {
+    Value o = at_positions(b, cx.tensor(1), member, a, t);
+    Value hit = b.or_(b.compare(x, x, "NE"), b.compare(x, o, "EQ"));
+    Value gi = b.select(hit, g, zero);
+    Dims dd = all_dims(a);
+    for (int64_t d = a; d < data.rank(); ++d) dd.push_back(d + 1);
+    Value hits = b.and_(member, b.broadcast_in_dim(hit, member.dims(), dd));
+    Value counter = b.reduce(b.convert(hits, t), zero, {a + 1}, "stablehlo.add");  // per segment
+    Value c = at_positions(b, counter, member, a, t);
+    Value split = b.and_(b.compare(c, b.constant(2, t), "GE"), b.compare(gi, zero, "GT"));
+    r = b.select(split, b.div(gi, c), gi);
+  } else {  // prod
+    Value o = at_positions(b, cx.tensor(1), member, a, t);
+    // excl[j] = initial * prod of x[k] over the other k of j's segment.
+    Dims pair(data.dims().begin(), data.dims().begin() + a + 1);
+    pair.push_back(n);
+    pair.insert(pair.end(), data.dims().begin() + a + 1, data.dims().end());
+    Dims kd = all_dims(a);
+    for (int64_t d = a; d < data.rank(); ++d) kd.push_back(d + 1);
+    Dims segj = all_dims(a + 1), segk = all_dims(a);
+    segk.push_back(a + 1);
+    Value xk = b.broadcast_in_dim(x, pair, kd);
+    Value sj = b.broadcast_in_dim(s.seg, pair, segj);
+    Value sk = b.broadcast_in_dim(s.seg, pair, segk);
+    Value jk_same = b.compare(sj, sk, "EQ");
+    Value ji = b.iota(TensorType{DType::I64, pair}, a);
+    Value ki = b.iota(TensorType{DType::I64, pair}, a + 1);
+    Value others = b.and_(jk_same, b.compare(ji, ki, "NE"));
+    Value excl = b.reduce(b.select(others, xk, one), one, {a + 1}, "stablehlo.multiply");
+    if (!cx.none(7)) excl = b.mul(excl, b.convert(cx.as(7, out), t));
+    Value special = b.or_(b.compare(x, x, "NE"), b.compare(x, zero, "EQ"));
+    r = b.select(special, b.mul(g, excl), b.div(b.mul(g, o), x));
+  }
+  return {b.convert(b.select(valid, r, zero), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> reduction_lowerings() {
@@ -472,6 +851,21 @@ std::vector<Entry> reduction_lowerings() {
       {"aten::linalg_vector_norm", linalg_vector_norm},
       {"aten::cumsum", cumsum},
       {"aten::cumprod", cumprod},
+      {"aten::_cummax_helper", cummax_helper},
+      {"aten::_cummin_helper", cummin_helper},
+      {"aten::_logcumsumexp", logcumsumexp},
+      {"aten::nansum", nansum},
+      {"aten::count_nonzero", count_nonzero},
+      {"aten::count_nonzero.dim_IntList", count_nonzero},
+      {"aten::aminmax", aminmax},
+      {"aten::trace", trace},
+      {"aten::norm.Scalar", norm_scalar},
+      {"aten::norm.ScalarOpt_dtype", norm_scalaropt_dtype},
+      {"aten::norm.ScalarOpt_dim", norm_scalaropt_dim},
+      {"aten::norm.ScalarOpt_dim_dtype", norm_scalaropt_dim_dtype},
+      {"aten::renorm", renorm},
+      {"aten::segment_reduce", segment_reduce},
+      {"aten::_segment_reduce_backward", segment_reduce_backward},
   };
 }
 

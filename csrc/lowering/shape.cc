@@ -6,6 +6,7 @@
 // computes a rank-0 i1 "some index was out of range" and hands it to
 // cx.check(), which the engine turns into an IndexError.
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "lowering/families.h"
@@ -35,6 +36,12 @@ int64_t numel(const Dims& d) {
 
 Dims with(Dims d, int64_t extra) {
   d.push_back(extra);
+  return d;
+}
+
+// d with entry `dim` replaced by `size`.
+Dims with_dim(Dims d, int64_t dim, int64_t size) {
+  d[dim] = size;
   return d;
 }
 
@@ -116,7 +123,8 @@ V cat(Context& cx) {
     pos.push_back(i);
   }
   if (xs.empty()) return {b.full(0, TensorType{t, {0}})};
-  if (xs[0].rank() == 0) cx.fail("zero-dimensional tensor (at position " + std::to_string(pos[0]) + ") cannot be concatenated");
+  if (xs[0].rank() == 0)
+    cx.fail("zero-dimensional tensor (at position " + std::to_string(pos[0]) + ") cannot be concatenated");
   int64_t dim = cx.dim(cx.integer_or(1, 0), xs[0].rank());
   for (size_t i = 1; i < xs.size(); ++i) {
     if (xs[i].rank() != xs[0].rank())
@@ -151,8 +159,9 @@ V constant_pad_nd(Context& cx) {
   for (int64_t d = 0; d < r; ++d) {
     if (x.dims()[d] + lo[d] + hi[d] < 0)
       cx.fail("The input size " + std::to_string(x.dims()[d]) + ", plus negative padding " + std::to_string(lo[d]) +
-              " and " + std::to_string(hi[d]) + " resulted in a negative output size, which is invalid. Check dimension " +
-              std::to_string(d) + " of your input.");
+              " and " + std::to_string(hi[d]) +
+              " resulted in a negative output size, which is invalid. Check dimension " + std::to_string(d) +
+              " of your input.");
     plo[d] = std::max<int64_t>(lo[d], 0);
     phi[d] = std::max<int64_t>(hi[d], 0);
     any_pad |= plo[d] || phi[d];
@@ -179,7 +188,8 @@ V flip(Context& cx) {
   Value x = cx.tensor(0);
   Dims ds = cx.dims(cx.ints(1), x.rank());
   std::sort(ds.begin(), ds.end());
-  if (std::adjacent_find(ds.begin(), ds.end()) != ds.end()) cx.fail("dims has duplicates, original flip dims size=" + std::to_string(ds.size()));
+  if (std::adjacent_find(ds.begin(), ds.end()) != ds.end())
+    cx.fail("dims has duplicates, original flip dims size=" + std::to_string(ds.size()));
   if (x.rank() == 0 || ds.empty()) return {x};
   return {cx.b.op("stablehlo.reverse", {x}, x.type, "dimensions = " + i64_array(ds))};
 }
@@ -204,7 +214,8 @@ V roll(Context& cx) {
   const auto& shifts = cx.ints(1);
   std::vector<int64_t> dims = cx.none(2) ? std::vector<int64_t>{} : cx.ints(2);
   if (dims.empty()) {
-    if (shifts.size() != 1) cx.fail("shifts must be of size 1 when dims is empty, got " + std::to_string(shifts.size()));
+    if (shifts.size() != 1)
+      cx.fail("shifts must be of size 1 when dims is empty, got " + std::to_string(shifts.size()));
     Value flat = b.reshape(x, {x.type.numel()});
     return {b.reshape(roll_dim(b, flat, shifts[0], 0), x.dims())};
   }
@@ -400,38 +411,40 @@ Value int_floor_div(hlo::Builder& b, Value a, Value d) {
 
 // scatter_reduce.two(self, dim, index, src, reduce, *, include_self):
 // reduce in sum, prod, mean, amax, amin.
-V scatter_reduce_two(Context& cx) {
-  auto& b = cx.b;
-  ScatterArgs s = scatter_args(cx);
-  std::string red = cx.str(4);
-  bool include_self = cx.flag_or(5, true);
-  Value self = s.self;
+// self with src reduced into it at idx along dim (the shared body of
+// scatter_reduce.two and index_reduce): reduce is sum, prod, mean, amax or
+// amin; without include_self the hit elements of self are left out.
+Value scatter_reduce_into(hlo::Builder& b, Value self, Value idx, Value src, int64_t dim, const std::string& red,
+                          bool include_self) {
   DType t = self.dtype();
-  if (red != "sum" && red != "prod" && red != "mean" && red != "amax" && red != "amin")
-    cx.fail("reduce argument must be either sum, prod, mean, amax or amin, got " + red);
-  if (s.idx.type.numel() == 0 || self.type.numel() == 0) return {b.reshape(self, s.out)};
+  if (idx.type.numel() == 0 || self.type.numel() == 0) return self;
   // How many src elements land on each element of self.
-  Value count = scatter_along(b, b.full(0, TensorType{DType::I64, self.dims()}), s.idx,
-                              b.full(1, TensorType{DType::I64, s.idx.dims()}), s.dim, "stablehlo.add");
+  Value count = scatter_along(b, b.full(0, TensorType{DType::I64, self.dims()}), idx,
+                              b.full(1, TensorType{DType::I64, idx.dims()}), dim, "stablehlo.add");
   Value hit = b.compare(count, b.constant(0, DType::I64), "GT");
   auto base = [&](double identity) { return include_self ? self : b.select(hit, b.constant(identity, t), self); };
-  Value r;
-  if (red == "sum") {
-    r = scatter_sum(b, base(0), s.idx, s.src, s.dim);
-  } else if (red == "prod") {
-    r = scatter_along(b, base(1), s.idx, s.src, s.dim, mul_combiner(t));
-  } else if (red == "amax" || red == "amin") {
+  if (red == "sum") return scatter_sum(b, base(0), idx, src, dim);
+  if (red == "prod") return scatter_along(b, base(1), idx, src, dim, mul_combiner(t));
+  if (red == "amax" || red == "amin") {
     // Without self, first overwrite the hit elements with one of their src
     // values; the extremum over src is then unchanged by it.
-    Value start = include_self ? self : scatter_along(b, self, s.idx, s.src, s.dim, "");
-    r = scatter_along(b, start, s.idx, s.src, s.dim, red);
-  } else {  // mean
-    Value sum = scatter_sum(b, base(0), s.idx, s.src, s.dim);
-    Value n = include_self ? b.add(count, b.constant(1, DType::I64)) : count;
-    n = b.convert(b.max(n, b.constant(1, DType::I64)), t);
-    r = hlo::is_floating(t) ? b.div(sum, n) : int_floor_div(b, sum, n);
+    Value start = include_self ? self : scatter_along(b, self, idx, src, dim, "");
+    return scatter_along(b, start, idx, src, dim, red);
   }
-  return {b.reshape(r, s.out)};
+  // mean
+  Value sum = scatter_sum(b, base(0), idx, src, dim);
+  Value n = include_self ? b.add(count, b.constant(1, DType::I64)) : count;
+  n = b.convert(b.max(n, b.constant(1, DType::I64)), t);
+  return hlo::is_floating(t) ? b.div(sum, n) : int_floor_div(b, sum, n);
+}
+
+V scatter_reduce_two(Context& cx) {
+  ScatterArgs s = scatter_args(cx);
+  std::string red = cx.str(4);
+  if (red != "sum" && red != "prod" && red != "mean" && red != "amax" && red != "amin")
+    cx.fail("reduce argument must be either sum, prod, mean, amax or amin, got " + red);
+  Value r = scatter_reduce_into(cx.b, s.self, s.idx, s.src, s.dim, red, cx.flag_or(5, true));
+  return {cx.b.reshape(r, s.out)};
 }
 
 // index_add(self, dim, index, source, *, alpha): self[.., index[i], ..] += alpha * source[.., i, ..].
@@ -449,8 +462,8 @@ V index_add(Context& cx) {
   for (int64_t d = 0; d < self.rank(); ++d)
     if (d != dim && src.dims()[d] != self.dims()[d])
       cx.fail("index_add_(): Source/destination tensor must have same slice shapes. Destination slice shape: " +
-              dims_str(self.dims()) + " at dimension " + std::to_string(dim) + " and source slice shape: " +
-              dims_str(src.dims()) + " at dimension " + std::to_string(dim) + ".");
+              dims_str(self.dims()) + " at dimension " + std::to_string(dim) +
+              " and source slice shape: " + dims_str(src.dims()) + " at dimension " + std::to_string(dim) + ".");
   if (src.dims()[dim] != n)
     cx.fail("index_add_(): Number of indices (" + std::to_string(n) + ") should be equal to source.size(dim) (" +
             std::to_string(src.dims()[dim]) + ")");
@@ -473,11 +486,11 @@ V index_add(Context& cx) {
 // ---- advanced indexing: self[i0, i1, ...] with integer index tensors
 
 struct Advanced {
-  Dims positions;    // indexed dims of self, ascending
-  Value coords;      // i64 [*batch, k]: per batch element, the k indices (wrapped)
-  Dims batch;        // the broadcast shape of the index tensors
-  Dims result;       // the shape self[indices] has
-  Dims offset_dims;  // where the non-indexed dims of self sit in `result`
+  Dims positions;          // indexed dims of self, ascending
+  Value coords;            // i64 [*batch, k]: per batch element, the k indices (wrapped)
+  Dims batch;              // the broadcast shape of the index tensors
+  Dims result;             // the shape self[indices] has
+  Dims offset_dims;        // where the non-indexed dims of self sit in `result`
   bool empty_dim = false;  // an indexed dim of self has size 0
 };
 
@@ -486,7 +499,8 @@ struct Advanced {
 Advanced advanced_index(Context& cx, Value self, size_t arg) {
   auto& b = cx.b;
   const Arg& a = cx.arg(arg);
-  if (a.kind != Arg::Kind::TensorList) cx.fail("argument " + std::to_string(arg) + " is not a list of optional tensors");
+  if (a.kind != Arg::Kind::TensorList)
+    cx.fail("argument " + std::to_string(arg) + " is not a list of optional tensors");
   std::vector<int64_t> present = a.ints;
   if (present.empty()) present.assign(a.values.size(), 1);
   size_t n_present = std::count_if(present.begin(), present.end(), [](int64_t p) { return p != 0; });
@@ -653,8 +667,8 @@ V embedding_dense_backward(Context& cx) {
   }
   Value rows = b.reshape(idx, {n, 1});
   if (scale) {
-    Value counts = b.scatter(b.full(0, TensorType{t, {num_weights}}), rows, b.full(1, TensorType{t, {n}}), {}, {0},
-                             {0}, "stablehlo.add");
+    Value counts = b.scatter(b.full(0, TensorType{t, {num_weights}}), rows, b.full(1, TensorType{t, {n}}), {}, {0}, {0},
+                             "stablehlo.add");
     Value per_row = b.take_along(counts, idx, 0);
     g = b.div(g, b.broadcast_in_dim(per_row, {n, dsize}, {0}));
   }
@@ -715,6 +729,471 @@ V topk(Context& cx) {
   return {b.reshape(v, out), b.reshape(i, out)};
 }
 
+// ---- index_fill, index_copy, index_reduce, take, put
+
+// The 1-D i64 index of an index_* op along `dim` of `self` (which is at
+// least 1-D); a 0-d index counts as one element.
+Value vector_index(Context& cx, Value index, const char* name) {
+  if (index.rank() > 1) cx.fail(std::string(name) + "(): Index is supposed to be a vector");
+  return cx.b.reshape(index_arg(cx, index), {index.type.numel()});
+}
+
+// index_fill.int_Scalar / int_Tensor(self, dim, index, value): every slice
+// self[.., index[i], ..] set to value; negative indices wrap.
+V index_fill(Context& cx) {
+  auto& b = cx.b;
+  Value self0 = cx.tensor(0);
+  Value self = at_least_1d(b, self0);
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  if (cx.arg(3).kind == Arg::Kind::Tensor && cx.tensor(3).rank() != 0)
+    cx.fail("index_fill_ only supports a 0-dimensional value tensor, but got tensor with " +
+            std::to_string(cx.tensor(3).rank()) + " dimension(s).");
+  Value idx = vector_index(cx, cx.tensor(2), "index_fill_");
+  int64_t n = idx.dims()[0], size = self.dims()[dim];
+  if (n == 0 || self.type.numel() == 0) return {self0};
+  check_range(cx, idx, size, dim, true);
+  idx = wrap_negative(b, idx, size);
+  // hit[j]: some index names position j of dim.
+  TensorType grid{DType::I64, {n, size}};
+  Value eq = b.compare(b.broadcast_in_dim(idx, grid.dims, {0}), b.iota(grid, 1), "EQ");
+  Value hit = b.reduce(eq, b.constant(0, DType::Bool), {0}, "stablehlo.or");
+  Value value = b.convert(cx.tensor(3), self.dtype());
+  Value r = b.select(b.broadcast_in_dim(hit, self.dims(), {dim}), b.broadcast_to(value, self.dims()), self);
+  return {b.reshape(r, self0.dims())};
+}
+
+// The checks index_copy and index_reduce share: source has self's shape
+// except along dim, where it has one slice per index.
+void check_index_source(Context& cx, Value self, Value source, int64_t dim, int64_t n, const char* name) {
+  bool ok = source.rank() == self.rank() && source.dims()[dim] == n;
+  for (int64_t d = 0; ok && d < self.rank(); ++d) ok = d == dim || source.dims()[d] == self.dims()[d];
+  if (!ok)
+    cx.fail(std::string(name) +
+            "(): Source/destination tensor must have same slice shapes, and the source must have "
+            "one slice per index: self " +
+            dims_str(self.dims()) + ", source " + dims_str(source.dims()) + ", dim " + std::to_string(dim) + ", " +
+            std::to_string(n) + " indices");
+}
+
+// The index of an index_copy/index_reduce spread over source's shape, for
+// a scatter along dim.
+Value spread_index(hlo::Builder& b, Value idx, const Value& source, int64_t dim) {
+  return b.broadcast_in_dim(idx, source.dims(), {dim});
+}
+
+// index_copy(self, dim, index, source): self[.., index[i], ..] = source[.., i, ..].
+V index_copy(Context& cx) {
+  auto& b = cx.b;
+  Value self0 = cx.tensor(0);
+  Value self = at_least_1d(b, self0);
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  if (cx.tensor(2).dtype() != DType::I64) cx.fail("index_copy_(): Expected a long tensor for index");
+  Value idx = vector_index(cx, cx.tensor(2), "index_copy_");
+  Value source = at_least_1d(b, cx.as(3, self.dtype()));
+  int64_t n = idx.dims()[0];
+  check_index_source(cx, self, source, dim, n, "index_copy_");
+  if (n == 0 || self.type.numel() == 0) return {self0};
+  check_range(cx, idx, self.dims()[dim], dim, false);
+  Value r = scatter_along(b, self, spread_index(b, idx, source, dim), source, dim, "");
+  return {b.reshape(r, self0.dims())};
+}
+
+// index_reduce(self, dim, index, source, reduce, *, include_self): reduce is
+// prod, mean, amax or amin.
+V index_reduce(Context& cx) {
+  auto& b = cx.b;
+  Value self0 = cx.tensor(0);
+  Value self = at_least_1d(b, self0);
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  std::string red = cx.str(4);
+  if (red != "prod" && red != "mean" && red != "amax" && red != "amin")
+    cx.fail("index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got " + red + ".");
+  Value idx = vector_index(cx, cx.tensor(2), "index_reduce_");
+  Value source = at_least_1d(b, cx.as(3, self.dtype()));
+  int64_t n = idx.dims()[0];
+  check_index_source(cx, self, source, dim, n, "index_reduce_");
+  if (n == 0 || self.type.numel() == 0) return {self0};
+  check_range(cx, idx, self.dims()[dim], dim, false);
+  Value r = scatter_reduce_into(b, self, spread_index(b, idx, source, dim), source, dim, red, cx.flag_or(5, true));
+  return {b.reshape(r, self0.dims())};
+}
+
+// take(self, index): self.flatten()[index], shaped like index; negative
+// indices wrap.
+V take(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  Value index = cx.tensor(1);
+  if (index.dtype() != DType::I64)
+    cx.fail("take(): Expected a long tensor for index, but got " + std::string(hlo::dtype_name(index.dtype())));
+  int64_t n = index.type.numel(), size = self.type.numel();
+  if (n == 0) return {b.full(0, TensorType{self.dtype(), index.dims()})};
+  if (size == 0) cx.fail("take(): tried to take from an empty tensor");
+  Value idx = b.reshape(index, {n});
+  check_range(cx, idx, size, 0, true);
+  idx = wrap_negative(b, idx, size);
+  return {b.reshape(b.take_along(b.reshape(self, {size}), idx, 0), index.dims())};
+}
+
+// put(self, index, source, accumulate): self.flatten()[index] = source (or
+// +=); negative indices wrap.
+V put(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  Value index = cx.tensor(1);
+  Value source = cx.as(2, self.dtype());
+  bool accumulate = cx.flag_or(3, false);
+  if (index.dtype() != DType::I64)
+    cx.fail("put_(): Expected a long tensor for index, but got " + std::string(hlo::dtype_name(index.dtype())));
+  int64_t n = index.type.numel(), size = self.type.numel();
+  if (source.type.numel() != n)
+    cx.fail("put_(): Expected source and index to have the same number of elements, but got source.numel() = " +
+            std::to_string(source.type.numel()) + ", index.numel() = " + std::to_string(n));
+  if (n == 0) return {self};
+  if (size == 0) cx.fail("put_(): Tried to put elements into an empty tensor");
+  Value idx = b.reshape(index, {n});
+  check_range(cx, idx, size, 0, true);
+  idx = wrap_negative(b, idx, size);
+  Value flat = b.reshape(self, {size});
+  Value src = b.reshape(source, {n});
+  Value r = accumulate ? scatter_sum(b, flat, idx, src, 0) : scatter_along(b, flat, idx, src, 0, "");
+  return {b.reshape(r, self.dims())};
+}
+
+// unfold_backward(grad_in, input_sizes, dim, size, step): the windows of
+// x.unfold(dim, size, step) summed back into x's shape. Element k of every
+// window is one strided slice of the input, so each k is an interior pad.
+V unfold_backward(Context& cx) {
+  auto& b = cx.b;
+  Value g = cx.tensor(0);
+  Dims in = cx.ints(1);
+  int64_t r = static_cast<int64_t>(in.size());
+  int64_t dim = r == 0 ? 0 : cx.dim(cx.integer(2), r);
+  int64_t size = cx.integer(3), step = cx.integer(4);
+  if (step <= 0) cx.fail("step is " + std::to_string(step) + " but must be > 0");
+  DType t = hlo::opmath_type(g.dtype());
+  Dims shape = r == 0 ? Dims{1} : in;
+  int64_t len = shape[dim];
+  int64_t windows = g.rank() == 0 ? 1 : g.dims()[r == 0 ? 0 : dim];
+  Dims gshape = shape;
+  gshape[dim] = windows;
+  gshape.push_back(size);
+  Value gr = b.reshape(b.convert(g, t), gshape);
+  Value acc = b.full(0, TensorType{t, shape});
+  if (windows > 0 && numel(shape) > 0) {
+    int64_t rk = static_cast<int64_t>(shape.size());
+    for (int64_t k = 0; k < size; ++k) {
+      Dims start(rk + 1, 0), limit = gshape, strides(rk + 1, 1);
+      start[rk] = k;
+      limit[rk] = k + 1;
+      Value part = b.reshape(b.slice(gr, start, limit, strides), with_dim(shape, dim, windows));
+      Dims lo(rk, 0), hi(rk, 0), interior(rk, 0);
+      lo[dim] = k;
+      interior[dim] = step - 1;
+      hi[dim] = len - k - ((windows - 1) * step + 1);
+      acc = b.add(acc, b.pad(part, b.constant(0, t), lo, hi, interior));
+    }
+  }
+  return {b.reshape(b.convert(acc, g.dtype()), in)};
+}
+
+// ---- order statistics: kthvalue, median, nanmedian, mode
+
+// x gathered along dim at per-row positions `pos` (i64, x's shape with 1 at
+// dim): the result has pos's shape.
+Value take_at(hlo::Builder& b, Value x, Value pos, int64_t dim) {
+  int64_t r = x.rank();
+  return b.reshape(b.gather(x, along_coords(b, pos, dim), {}, iota_dims(r), iota_dims(r), Dims(r, 1), pos.dims()),
+                   pos.dims());
+}
+
+// Result shape of reducing dim (dropped, or kept as 1).
+Dims without_dim(const Dims& d, int64_t dim, bool keepdim) {
+  Dims out;
+  for (int64_t i = 0; i < static_cast<int64_t>(d.size()); ++i) {
+    if (i != dim)
+      out.push_back(d[i]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+// kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices): the k-th
+// smallest along dim (NaN is the largest), indices from a stable sort.
+V kthvalue(Context& cx) {
+  auto& b = cx.b;
+  Value x0 = cx.tensor(0);
+  Value x = at_least_1d(b, x0);
+  int64_t k = cx.integer(1);
+  int64_t dim = cx.dim(cx.integer_or(2, -1), x.rank());
+  bool keepdim = cx.flag_or(3, false);
+  if (k < 1 || k > x.dims()[dim])
+    cx.fail("kthvalue(): selected number k out of range for dimension " + std::to_string(dim));
+  auto [v, i] = sort_along(b, x, dim, false);
+  Dims start(x.rank(), 0), limit = x.dims(), one(x.rank(), 1);
+  start[dim] = k - 1;
+  limit[dim] = k;
+  Dims out = x0.rank() == 0 ? Dims{} : without_dim(x.dims(), dim, keepdim);
+  return {b.reshape(b.slice(v, start, limit, one), out), b.reshape(b.slice(i, start, limit, one), out)};
+}
+
+// The median of x along dim as CPU computes it: the lower median of a
+// stable sort; with NaNs, the first NaN (median) or the lower median of
+// the other values (nanmedian, NaN when all are NaN).
+std::pair<Value, Value> median_along(hlo::Builder& b, Value x, int64_t dim, bool ignore_nan) {
+  int64_t n = x.dims()[dim];
+  auto [v, i] = sort_along(b, x, dim, false);
+  Dims kept = with_dim(x.dims(), dim, 1);
+  Value nan = b.convert(b.compare(x, x, "NE"), DType::I64);
+  Value num_nan = b.reshape(b.reduce(nan, b.constant(0, DType::I64), {dim}, "stablehlo.add"), kept);
+  Value size = b.constant(n, DType::I64), one = b.constant(1, DType::I64), two = b.constant(2, DType::I64);
+  Value pos;
+  if (ignore_nan) {
+    pos = b.div(b.sub(b.sub(size, num_nan), one), two);  // truncates: 0 when all are NaN
+  } else {
+    Value has_nan = b.compare(num_nan, b.constant(0, DType::I64), "GT");
+    pos = b.select(has_nan, b.sub(size, num_nan), b.broadcast_to(b.constant((n - 1) / 2, DType::I64), kept));
+  }
+  return {take_at(b, v, pos, dim), take_at(b, i, pos, dim)};
+}
+
+V median_dim_impl(Context& cx, bool ignore_nan) {
+  auto& b = cx.b;
+  Value x0 = cx.tensor(0);
+  Value x = at_least_1d(b, x0);
+  int64_t dim = cx.dim(cx.integer(1), x.rank());
+  bool keepdim = cx.flag_or(2, false);
+  const char* name = ignore_nan ? "nanmedian" : "median";
+  if (x.dims()[dim] == 0)
+    cx.fail(std::string(name) + "() cannot compute median for an empty dimension " + std::to_string(dim));
+  auto [v, i] = median_along(b, x, dim, ignore_nan);
+  Dims out = x0.rank() == 0 ? Dims{} : without_dim(x.dims(), dim, keepdim);
+  return {b.reshape(v, out), b.reshape(i, out)};
+}
+// median.dim / nanmedian.dim(self, dim, keepdim=False) -> (values, indices)
+V median_dim(Context& cx) { return median_dim_impl(cx, false); }
+V nanmedian_dim(Context& cx) { return median_dim_impl(cx, true); }
+
+// median / nanmedian(self): over every element; NaN for an empty tensor.
+V median_all_impl(Context& cx, bool ignore_nan) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  int64_t n = x.type.numel();
+  if (n == 0) return {b.constant(std::numeric_limits<double>::quiet_NaN(), x.dtype())};
+  Value flat = b.reshape(x, {n});
+  return {b.reshape(median_along(b, flat, 0, ignore_nan).first, {})};
+}
+V median_all(Context& cx) { return median_all_impl(cx, false); }
+V nanmedian_all(Context& cx) { return median_all_impl(cx, true); }
+
+// mode(self, dim=-1, keepdim=False) -> (values, indices): the most frequent
+// value along dim, the smallest one on ties, with the last index at which it
+// occurs (as CPU's sort-and-count does).
+V mode(Context& cx) {
+  auto& b = cx.b;
+  Value x0 = cx.tensor(0);
+  Value x = at_least_1d(b, x0);
+  int64_t dim = cx.dim(cx.integer_or(1, -1), x.rank());
+  bool keepdim = cx.flag_or(2, false);
+  int64_t n = x.dims()[dim];
+  if (n == 0) cx.fail("mode(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.");
+  Dims out = x0.rank() == 0 ? Dims{} : without_dim(x.dims(), dim, keepdim);
+  if (n == 1) return {b.reshape(x, out), b.full(0, TensorType{DType::I64, out})};
+  auto [v, i] = sort_along(b, x, dim, false);
+  int64_t r = x.rank();
+  Dims zero(r, 0), one(r, 1), head = x.dims(), tail_start(r, 0);
+  head[dim] = n - 1;
+  tail_start[dim] = 1;
+  // differs[j]: sorted element j differs from element j + 1 (a NaN differs
+  // from everything).
+  Value differs = b.compare(b.slice(v, zero, head, one), b.slice(v, tail_start, x.dims(), one), "NE");
+  Value yes = b.full(1, TensorType{DType::Bool, with_dim(x.dims(), dim, 1)});
+  Value run_end = b.concatenate({differs, yes}, dim);
+  Value run_start = b.concatenate({yes, differs}, dim);
+  Value pos = b.iota(TensorType{DType::I64, x.dims()}, dim);
+  // start of the run each element belongs to: a running max of run starts.
+  Value starts = b.select(run_start, pos, b.constant(0, DType::I64));
+  Dims window(r, 1);
+  window[dim] = n;
+  std::string win, str, pad;
+  for (int64_t d = 0; d < r; ++d) {
+    win += (d ? ", " : "") + std::to_string(window[d]);
+    str += (d ? ", " : "") + std::string("1");
+    pad += (d ? ", " : "") + std::string(d == dim ? "[" + std::to_string(n - 1) + ", 0]" : "[0, 0]");
+  }
+  std::string attrs = "window_dimensions = array<i64: " + win + ">, window_strides = array<i64: " + str +
+                      ">, padding = dense<[" + pad + "]> : tensor<" + std::to_string(r) + "x2xi64>";
+  TensorType si{DType::I64, {}};
+  Value run_first = b.op_multi("stablehlo.reduce_window", {starts, b.constant(0, DType::I64)}, {starts.type}, attrs,
+                               {{{si, si}, [](hlo::Builder& b, const std::vector<Value>& a) {
+                                   return std::vector<Value>{b.max(a[0], a[1])};
+                                 }}})[0];
+  // Frequency at each run end (0 elsewhere); the first (smallest) run with
+  // the greatest frequency wins.
+  Value freq = b.select(run_end, b.add(b.sub(pos, run_first), b.constant(1, DType::I64)), b.constant(0, DType::I64));
+  Value best =
+      b.reshape(b.reduce(freq, b.constant(0, DType::I64), {dim}, "stablehlo.maximum"), with_dim(x.dims(), dim, 1));
+  Value is_best = b.compare(freq, b.broadcast_to(best, x.dims()), "EQ");
+  Value cand = b.select(is_best, pos, b.constant(n, DType::I64));
+  Value at =
+      b.reshape(b.reduce(cand, b.constant(n, DType::I64), {dim}, "stablehlo.minimum"), with_dim(x.dims(), dim, 1));
+  return {b.reshape(take_at(b, v, at, dim), out), b.reshape(take_at(b, i, at, dim), out)};
+}
+
+// ---- searchsorted, bucketize, histc
+
+// For each value, the number of boundaries before it along the last dim:
+// left counts boundaries b with !(b >= v), right those with !(b > v), as
+// CPU's binary search does (so a NaN value lands past the end).
+Value search(Context& cx, Value bounds, Value values, bool right, bool out_int32) {
+  auto& b = cx.b;
+  DType t = hlo::promote_types(bounds.dtype(), values.dtype());
+  bounds = b.convert(bounds, t);
+  values = b.convert(values, t);
+  DType out = out_int32 ? DType::I32 : DType::I64;
+  int64_t m = bounds.dims().back();
+  Dims vd = values.dims();
+  if (values.type.numel() == 0 || m == 0) return b.full(0, TensorType{out, vd});
+  Dims grid = with(vd, m);
+  Value vb = b.broadcast_in_dim(values, grid, iota_dims(values.rank()));
+  Value bb;
+  if (bounds.rank() == 1) {
+    bb = b.broadcast_in_dim(bounds, grid, {values.rank()});
+  } else {
+    Dims bdims = iota_dims(bounds.rank() - 1);
+    bdims.push_back(values.rank());
+    bb = b.broadcast_in_dim(bounds, grid, bdims);
+  }
+  Value before = b.not_(b.compare(bb, vb, right ? "GT" : "GE"));
+  Value n = b.reduce(b.convert(before, DType::I64), b.constant(0, DType::I64), {values.rank()}, "stablehlo.add");
+  return b.convert(n, out);
+}
+
+// The side searchsorted searches from: side ("left"/"right") wins over
+// right, and they must agree when both are given.
+bool search_right(Context& cx, size_t right_arg, size_t side_arg) {
+  bool right = cx.flag_or(right_arg, false);
+  if (cx.none(side_arg)) return right;
+  const std::string& side = cx.str(side_arg);
+  if (side != "left" && side != "right")
+    cx.fail("torch.searchsorted(): side can only be 'left' or 'right' but got " + side);
+  if (side == "left" && right)
+    cx.fail("torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True");
+  return side == "right";
+}
+
+// The sorted sequence of searchsorted (arg 0), reordered by sorter (arg 5)
+// when one is given, checked against the values' shape.
+Value sorted_sequence(Context& cx, const Dims& values) {
+  auto& b = cx.b;
+  Value seq = cx.tensor(0);
+  if (seq.rank() == 0)
+    cx.fail("torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
+  if (seq.rank() > 1) {
+    bool ok = static_cast<int64_t>(values.size()) == seq.rank() &&
+              std::equal(values.begin(), values.end() - 1, seq.dims().begin());
+    if (!ok)
+      cx.fail(
+          "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries "
+          "tensor and input value tensor must match, but we got boundaries tensor " +
+          dims_str(seq.dims()) + " and input value tensor " + dims_str(values));
+  }
+  if (!cx.none(5)) {
+    Value sorter = cx.tensor(5);
+    if (sorter.dims() != seq.dims())
+      cx.fail("torch.searchsorted(): boundary and sorter must have the same size, but got boundary tensor " +
+              dims_str(seq.dims()) + "and got sorter tensor " + dims_str(sorter.dims()));
+    Value idx = index_arg(cx, sorter);
+    int64_t last = seq.rank() - 1;
+    if (idx.type.numel() > 0) {
+      check_range(cx, idx, seq.dims()[last], last, false);
+      seq = take_at(b, seq, idx, last);
+    }
+  }
+  return seq;
+}
+
+// searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter)
+V searchsorted_tensor(Context& cx) {
+  Value values = cx.tensor(1);
+  Value seq = sorted_sequence(cx, values.rank() == 0 ? Dims{1} : values.dims());
+  bool right = search_right(cx, 3, 4);
+  if (values.rank() == 0) {
+    if (seq.rank() != 1)
+      cx.fail("torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension is 1");
+    return {cx.b.reshape(search(cx, seq, cx.b.reshape(values, {1}), right, cx.flag_or(2, false)), {})};
+  }
+  return {search(cx, seq, values, right, cx.flag_or(2, false))};
+}
+// searchsorted.Scalar(sorted_sequence, Scalar self, *, out_int32, right, side, sorter)
+V searchsorted_scalar(Context& cx) {
+  Value seq = sorted_sequence(cx, {1});
+  if (seq.rank() != 1)
+    cx.fail("torch.searchsorted(): input value can be a scalar only when boundaries tensor dimension is 1");
+  Value v = cx.b.reshape(cx.b.convert(cx.tensor(1), seq.dtype()), {1});
+  return {cx.b.reshape(search(cx, seq, v, search_right(cx, 3, 4), cx.flag_or(2, false)), {})};
+}
+// bucketize.Tensor(self, boundaries, *, out_int32, right)
+V bucketize_tensor(Context& cx) {
+  Value bounds = cx.tensor(1);
+  if (bounds.rank() != 1)
+    cx.fail("boundaries tensor must be 1 dimension, but got dim(" + std::to_string(bounds.rank()) + ")");
+  Value values = cx.tensor(0);
+  if (values.rank() == 0)
+    return {
+        cx.b.reshape(search(cx, bounds, cx.b.reshape(values, {1}), cx.flag_or(3, false), cx.flag_or(2, false)), {})};
+  return {search(cx, bounds, values, cx.flag_or(3, false), cx.flag_or(2, false))};
+}
+// bucketize.Scalar(Scalar self, boundaries, *, out_int32, right)
+V bucketize_scalar(Context& cx) {
+  Value bounds = cx.tensor(1);
+  if (bounds.rank() != 1)
+    cx.fail("boundaries tensor must be 1 dimension, but got dim(" + std::to_string(bounds.rank()) + ")");
+  Value v = cx.b.reshape(cx.b.convert(cx.tensor(0), bounds.dtype()), {1});
+  return {cx.b.reshape(search(cx, bounds, v, cx.flag_or(3, false), cx.flag_or(2, false)), {})};
+}
+
+// histc(self, bins=100, min=0, max=0): counts of the elements in `bins`
+// equal bins over [min, max] (the data's range when min == max, widened by
+// 1 on each side when that is empty). As on CPU, an element's bin is
+// trunc((x - min) * bins / (max - min)) in self's dtype, the last bin is
+// closed, and elements outside the range or NaN are ignored.
+V histc(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  int64_t bins = cx.integer_or(1, 100);
+  DType t = x.dtype();
+  if (!hlo::is_floating(t))
+    cx.fail(std::string("\"histogram_cpu\" not implemented for '") + std::string(hlo::dtype_name(t)) + "'");
+  if (bins <= 0) cx.fail("torch.histc(): bins must be > 0, but got " + std::to_string(bins) + " for dimension 0");
+  int64_t n = x.type.numel();
+  Value lo = cx.none(2) ? b.constant(0, DType::F64) : cx.as(2, DType::F64);
+  Value hi = cx.none(3) ? b.constant(0, DType::F64) : cx.as(3, DType::F64);
+  Value flat = b.reshape(x, {n});
+  if (n > 0) {
+    Value same = b.compare(lo, hi, "EQ");
+    Value dmin = b.reduce(flat, b.constant(std::numeric_limits<double>::infinity(), t), {0}, "stablehlo.minimum");
+    Value dmax = b.reduce(flat, b.constant(-std::numeric_limits<double>::infinity(), t), {0}, "stablehlo.maximum");
+    lo = b.select(same, b.convert(dmin, DType::F64), lo);
+    hi = b.select(same, b.convert(dmax, DType::F64), hi);
+  }
+  Value empty = b.compare(lo, hi, "EQ");
+  lo = b.select(empty, b.sub(lo, b.constant(1, DType::F64)), lo);
+  hi = b.select(empty, b.add(hi, b.constant(1, DType::F64)), hi);
+  DType acc = hlo::opmath_type(t);
+  Value zeros = b.full(0, TensorType{acc, {bins}});
+  if (n == 0) return {b.convert(zeros, t)};
+  Value lo_t = b.convert(lo, t), hi_t = b.convert(hi, t);
+  Value inside = b.and_(b.compare(flat, lo_t, "GE"), b.compare(flat, hi_t, "LE"));
+  Value scaled = b.div(b.mul(b.sub(flat, lo_t), b.constant(static_cast<double>(bins), t)), b.sub(hi_t, lo_t));
+  Value pos = b.convert(scaled, DType::I64);
+  Value last = b.constant(bins - 1, DType::I64);
+  pos = b.clamp(b.constant(0, DType::I64), pos, last);
+  Value ones = b.convert(inside, acc);
+  return {b.convert(b.scatter(zeros, b.reshape(pos, {n, 1}), ones, {}, {0}, {0}, "stablehlo.add"), t)};
+}
+
 }  // namespace
 
 std::vector<Entry> shape_lowerings() {
@@ -743,6 +1222,24 @@ std::vector<Entry> shape_lowerings() {
       {"aten::sort", sort},
       {"aten::sort.stable", sort_stable},
       {"aten::topk", topk},
+      {"aten::index_fill.int_Scalar", index_fill},
+      {"aten::index_fill.int_Tensor", index_fill},
+      {"aten::index_copy", index_copy},
+      {"aten::index_reduce", index_reduce},
+      {"aten::take", take},
+      {"aten::put", put},
+      {"aten::unfold_backward", unfold_backward},
+      {"aten::kthvalue", kthvalue},
+      {"aten::median", median_all},
+      {"aten::median.dim", median_dim},
+      {"aten::nanmedian", nanmedian_all},
+      {"aten::nanmedian.dim", nanmedian_dim},
+      {"aten::mode", mode},
+      {"aten::searchsorted.Tensor", searchsorted_tensor},
+      {"aten::searchsorted.Scalar", searchsorted_scalar},
+      {"aten::bucketize.Tensor", bucketize_tensor},
+      {"aten::bucketize.Scalar", bucketize_scalar},
+      {"aten::histc", histc},
   };
 }
 

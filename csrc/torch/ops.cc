@@ -162,8 +162,27 @@ void size_arange_out(c10::ArrayRef<c10::IValue> args) {
   at::Tensor out = args[3].toTensor();
   if (out.numel() != n) out.resize_({n});
 }
+// eye.out(n, *, out), eye.m_out(n, m, *, out), linspace.out(start, end, steps, *, out) and
+// logspace.out(start, end, steps, base, *, out): `out` takes the shape the ints give.
+void size_eye_out(c10::ArrayRef<c10::IValue> args) {
+  bool m = args.size() == 3;
+  at::Tensor out = args.back().toTensor();
+  std::vector<int64_t> shape{args[0].toInt(), m ? args[1].toInt() : args[0].toInt()};
+  TORCH_CHECK(shape[0] >= 0 && shape[1] >= 0, "n and m must be greater or equal to 0, got ", shape[0], ", ", shape[1]);
+  if (out.sizes() != c10::IntArrayRef(shape)) out.resize_(shape);
+}
+void size_space_out(c10::ArrayRef<c10::IValue> args) {
+  int64_t steps = args[2].toInt();
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  at::Tensor out = args.back().toTensor();
+  if (out.dim() != 1 || out.numel() != steps) out.resize_({steps});
+}
 const std::unordered_map<std::string, void (*)(c10::ArrayRef<c10::IValue>)> kSizeOut = {
     {"aten::arange.start_out", size_arange_out},
+    {"aten::eye.out", size_eye_out},
+    {"aten::eye.m_out", size_eye_out},
+    {"aten::linspace.out", size_space_out},
+    {"aten::logspace.out", size_space_out},
 };
 
 // Ops that update arguments their schema does not mark as written.
@@ -282,6 +301,9 @@ class LoweredKernel final : public c10::OperatorKernel {
           generator = &v;
           break;
         case ArgType::Ignore:
+          // A factory op without tensor arguments (triu_indices) runs on its device= argument.
+          if (v.isDevice() && v.toDevice().is_privateuseone() && dc.device < 0)
+            dc.device = v.toDevice().has_index() ? v.toDevice().index() : 0;
           break;
       }
     }
