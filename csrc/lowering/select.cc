@@ -33,10 +33,9 @@ Value prefix_sum(hlo::Builder& b, Value x) {
                       ">, window_strides = array<i64: 1>, padding = dense<[[" + std::to_string(n - 1) +
                       ", 0]]> : tensor<1x2xi64>";
   TensorType scalar{x.dtype(), {}};
-  return b.op_multi("stablehlo.reduce_window", {x, b.constant(0, x.dtype())}, {x.type}, attrs,
-                    {{{scalar, scalar}, [](hlo::Builder& b, const std::vector<Value>& a) {
-                        return V{b.add(a[0], a[1])};
-                      }}})[0];
+  return b.op_multi(
+      "stablehlo.reduce_window", {x, b.constant(0, x.dtype())}, {x.type}, attrs,
+      {{{scalar, scalar}, [](hlo::Builder& b, const std::vector<Value>& a) { return V{b.add(a[0], a[1])}; }}})[0];
 }
 
 // Rank-0 i64: the number of true elements of the 1-D i1 `mask`.
@@ -276,8 +275,7 @@ V unique_along(Context& cx, int64_t dim, bool sort) {
   }
   Runs r = runs(b, rows);
   Value inv = r.group;
-  if (sort)
-    inv = b.scatter(b.full(0, TensorType{DType::I64, {n}}), b.reshape(perm, {n, 1}), r.group, {}, {0}, {0}, "");
+  if (sort) inv = b.scatter(b.full(0, TensorType{DType::I64, {n}}), b.reshape(perm, {n, 1}), r.group, {}, {0}, {0}, "");
   return {unrows(b, r.values, x.dims(), dim), inv, r.counts, r.count};
 }
 
@@ -331,8 +329,7 @@ V repeat_interleave(Context& cx) {
   auto& b = cx.b;
   Value rep = cx.tensor(0);
   if (rep.rank() > 1) cx.fail("repeat_interleave only accept 1D vector as repeat");
-  if (!hlo::is_integral(rep.dtype()) || rep.dtype() == DType::Bool)
-    cx.fail("repeats has to be Long or Int tensor");
+  if (!hlo::is_integral(rep.dtype()) || rep.dtype() == DType::Bool) cx.fail("repeats has to be Long or Int tensor");
   if (cx.none(1)) cx.fail("repeat_interleave: output_size is required");
   int64_t out = cx.integer(1), n = rep.type.numel();
   if (out == 0 || n == 0) return {b.full(0, TensorType{rep.dtype(), {out}})};
@@ -362,8 +359,8 @@ V bincount(Context& cx) {
   TensorType t{out, {size}};
   if (n == 0 || size == 0) return {b.full(0, t)};
   Value idx = b.convert(x, DType::I64);
-  Value bad = b.reduce(b.compare(idx, b.constant(0, DType::I64), "LT"), b.constant(0, DType::Bool), {0},
-                       "stablehlo.or");
+  Value bad =
+      b.reduce(b.compare(idx, b.constant(0, DType::I64), "LT"), b.constant(0, DType::Bool), {0}, "stablehlo.or");
   cx.check(bad, "bincount only supports 1-d non-negative integral inputs.");
   Value upd = cx.none(1) ? b.full(1, TensorType{out, {n}}) : w;
   return {b.scatter(b.full(0, t), b.reshape(idx, {n, 1}), upd, {}, {0}, {0}, "stablehlo.add")};

@@ -178,11 +178,11 @@ struct DataDependent {
   int dim_arg = -1;  // position of the op's `int? dim` argument, or -1
 };
 const std::unordered_map<std::string, DataDependent> kDataDependent = {
-    {"aten::nonzero", {{0}}},
-    {"aten::masked_select", {{0}}},
-    {"aten::unique_consecutive", {{0, 2}, 3}},
-    {"aten::_unique2", {{0, 2}}},
-    {"aten::unique_dim", {{0, 2}, 1}},
+    {"aten::nonzero", {{0}}},                   // coordinates
+    {"aten::masked_select", {{0}}},             // values
+    {"aten::unique_consecutive", {{0, 2}, 3}},  // values, counts (inverse has self's size)
+    {"aten::_unique2", {{0, 2}}},               // values, counts
+    {"aten::unique_dim", {{0, 2}, 1}},          // rows along dim, counts
 };
 
 // Ops whose output size is a function of the data that the lowering takes as
@@ -193,8 +193,7 @@ void prepare_repeat_interleave(c10::IValue* args) {
   if (!args[1].isNone()) return;  // output_size given
   at::Tensor rep = args[0].toTensor();
   TORCH_CHECK(rep.dim() <= 1, "repeat_interleave only accept 1D vector as repeat");
-  TORCH_CHECK(rep.scalar_type() == at::kLong || rep.scalar_type() == at::kInt,
-              "repeats has to be Long or Int tensor");
+  TORCH_CHECK(rep.scalar_type() == at::kLong || rep.scalar_type() == at::kInt, "repeats has to be Long or Int tensor");
   int64_t total = 0;
   if (rep.numel() > 0) {
     TORCH_CHECK(rep.min().item<int64_t>() >= 0, "repeats can not be negative");
@@ -525,10 +524,10 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::once_flag registered_;    // counted in metrics from its first call
   bool implicit_rng_ = false;
   void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
-  bool returns_bool_ = false;                         // a Python bool (aten::equal)
-  const DataDependent* narrowed_ = nullptr;          // kDataDependent: results narrowed to the count
-  void (*prepare_)(c10::IValue* args) = nullptr;      // kPrepare
-  bool expand_masks_ = false;                         // kMaskIndexOps
+  bool returns_bool_ = false;                     // a Python bool (aten::equal)
+  const DataDependent* narrowed_ = nullptr;       // kDataDependent: results narrowed to the count
+  void (*prepare_)(c10::IValue* args) = nullptr;  // kPrepare
+  bool expand_masks_ = false;                     // kMaskIndexOps
 };
 
 // In-place ops whose functional sibling is not simply the name without "_".

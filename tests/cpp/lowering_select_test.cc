@@ -57,20 +57,28 @@ struct Prog {
 double to_double(const uint8_t* p, DType t) {
   switch (t) {
     case DType::Bool:
-    case DType::U8: return *p;
-    case DType::I8: return *reinterpret_cast<const int8_t*>(p);
-    case DType::I16: return *reinterpret_cast<const int16_t*>(p);
-    case DType::I32: return *reinterpret_cast<const int32_t*>(p);
-    case DType::I64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case DType::F32: return *reinterpret_cast<const float*>(p);
-    case DType::F64: return *reinterpret_cast<const double*>(p);
+    case DType::U8:
+      return *p;
+    case DType::I8:
+      return *reinterpret_cast<const int8_t*>(p);
+    case DType::I16:
+      return *reinterpret_cast<const int16_t*>(p);
+    case DType::I32:
+      return *reinterpret_cast<const int32_t*>(p);
+    case DType::I64:
+      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case DType::F32:
+      return *reinterpret_cast<const float*>(p);
+    case DType::F64:
+      return *reinterpret_cast<const double*>(p);
     case DType::BF16: {
       uint32_t u = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(p)) << 16;
       float f;
       std::memcpy(&f, &u, 4);
       return f;
     }
-    default: throw std::runtime_error("unsupported output dtype in test");
+    default:
+      throw std::runtime_error("unsupported output dtype in test");
   }
 }
 
@@ -128,8 +136,10 @@ void expect_values(const Output& o, DType dtype, const Dims& dims, const std::ve
   EXPECT_EQ(o.dims, dims);
   ASSERT_EQ(o.v.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(o.v[i])) << "at " << i;
-    else EXPECT_NEAR(o.v[i], want[i], 1e-5) << "at " << i;
+    if (std::isnan(want[i]))
+      EXPECT_TRUE(std::isnan(o.v[i])) << "at " << i;
+    else
+      EXPECT_NEAR(o.v[i], want[i], 1e-5) << "at " << i;
   }
 }
 
@@ -222,8 +232,8 @@ TEST(SelectUniqueConsecutive, Runs) {
 TEST(SelectUniqueDim, SortedRows) {
   Prog p;
   auto r = run_op(p, "aten::unique_dim",
-                  {p.t(i64({4, 2}, {1, 2, 1, 2, 0, 5, 1, 2})), Arg::integer(0), Arg::boolean(true),
-                   Arg::boolean(true), Arg::boolean(true)});
+                  {p.t(i64({4, 2}, {1, 2, 1, 2, 0, 5, 1, 2})), Arg::integer(0), Arg::boolean(true), Arg::boolean(true),
+                   Arg::boolean(true)});
   expect_values(r.outs[0], DType::I64, {4, 2}, {0, 5, 1, 2, 0, 0, 0, 0});
   expect_values(r.outs[1], DType::I64, {4}, {1, 1, 0, 1});
   expect_values(r.outs[2], DType::I64, {4}, {1, 3, 0, 0});

@@ -296,3 +296,27 @@ def test_prod_backward_with_zeros():
         check(torch.prod, x, grad=True)
         check(lambda t: torch.prod(t, dim=1), x, grad=True)
         check(lambda t: torch.prod(t, dim=0), x.t(), grad=True)
+
+
+# ---- sync points and modes
+
+
+def test_debug_mode():
+    x = sparse((4, 5))
+    m = mask_of((4, 5))
+    with torch_pjrt.eager_mode("debug"):
+        assert_close(torch.nonzero(x.to(DEVICE)), torch.nonzero(x))
+        assert_close(x.to(DEVICE)[m.to(DEVICE)], x[m])
+        assert torch.equal(x.to(DEVICE), x.to(DEVICE)) is True
+        with pytest.raises(IndexError, match=r"test_ops_data_dependent.py:\d+"):
+            torch.masked_scatter(torch.zeros(4, device=DEVICE), torch.ones(4, dtype=torch.bool, device=DEVICE),
+                                 torch.ones(2, device=DEVICE))
+
+
+def test_count_read_is_a_sync_point_for_pending_checks():
+    # an out-of-range index found by an earlier program is raised when nonzero reads its count
+    x = torch.randn(4, 3, device=DEVICE)
+    y = torch.index_select(x, 0, torch.tensor([0, 7], device=DEVICE))
+    with pytest.raises(IndexError, match="index_select"):
+        torch.nonzero(y)
+    assert torch.nonzero(torch.ones(2, device=DEVICE)).cpu().tolist() == [[0], [1]]
