@@ -684,7 +684,18 @@ at::Tensor to_cpu(const at::Tensor& src) {
   at::Tensor whole = src;
   engine::ViewSpec v = view_of(src);
   Slot* slot = slot_of(src);
-  if (!v.covers(static_cast<int64_t>(slot->nbytes) / src.element_size())) {
+  const int64_t storage_numel = static_cast<int64_t>(slot->nbytes) / src.element_size();
+  // A contiguous part of a storage of up to 64 MiB (a narrowed nonzero or
+  // unique result, a row): read the whole storage and slice it on the host,
+  // so no copy program is compiled per view size (per data-dependent count).
+  if (src.numel() > 0 && !v.covers(storage_numel) && v.is_contiguous() && v.offset + v.numel() <= storage_numel &&
+      slot->nbytes <= (int64_t{64} << 20)) {
+    at::Tensor host = at::empty({storage_numel}, src.options().device(at::kCPU));
+    Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
+    Engine::get().download(*slot, host.data_ptr());
+    return host.narrow(0, v.offset, v.numel()).view(src.sizes());
+  }
+  if (!v.covers(storage_numel)) {
     auto r = run_simple("aten::clone", {src}, nullptr);
     whole = new_tensor(src.sizes(), src.scalar_type(), src.device().index(), r.buffers[0]);
     slot = slot_of(whole);

@@ -69,18 +69,13 @@ def test_nonzero_out():
 
 
 def test_nonzero_compiles_once_per_shape():
+    # one program per input shape: a new count neither recompiles nonzero nor
+    # the read of its narrowed result to the host
     torch.nonzero(sparse((7, 3), seed=5).to(DEVICE)).cpu()
     before = torch_pjrt.metrics()["compiles"]
-    for seed in range(6, 10):  # other counts, same shape
+    for seed in range(6, 10):
         x = sparse((7, 3), seed=seed)
-        idx = torch.nonzero(x.to(DEVICE))
-        assert_close(idx, torch.nonzero(x))
-    # .cpu() of each narrowed view may compile a copy, but nonzero itself does not.
-    calls = torch_pjrt.metrics()["op_calls"]
-    assert calls.get("aten::nonzero", 0) >= 4
-    x = sparse((7, 3), seed=11)
-    before = torch_pjrt.metrics()["compiles"]
-    torch.nonzero(x.to(DEVICE))
+        assert_close(torch.nonzero(x.to(DEVICE)), torch.nonzero(x))
     assert torch_pjrt.metrics()["compiles"] == before
 
 
