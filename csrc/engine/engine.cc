@@ -522,6 +522,15 @@ void Engine::download(Slot& slot, void* dst) {
   }
 }
 
+void Engine::read_result(const runtime::BufferPtr& buffer, void* dst, size_t nbytes, const std::string& op) {
+  sync();
+  try {
+    buffer->to_host(dst, nbytes);
+  } catch (const runtime::Error& e) {
+    throw runtime::Error(e.code(), op + " failed (reported at this sync point): " + e.what());
+  }
+}
+
 void Engine::upload(Slot& slot, const void* src, DType dtype) {
   int64_t n = slot.nbytes / hlo::byte_size(dtype);
   slot.buffer = client_->from_host(src, dtype, {n}, slot.device);

@@ -139,6 +139,12 @@ class Engine {
   void sync();
   // Copies a slot's whole buffer to host memory (a sync point).
   void download(Slot& slot, void* dst);
+  // Reads a small result buffer of a program (a data-dependent count, the
+  // bool of aten::equal) into `dst`, which holds `nbytes` (the buffer's whole
+  // size). A sync point: waits for every program enqueued so far and raises
+  // pending runtime checks first, so a value computed from bad input is never
+  // returned. Errors of the producing program are raised naming `op`.
+  void read_result(const runtime::BufferPtr& buffer, void* dst, size_t nbytes, const std::string& op);
   // Replaces a slot's buffer with host data of `dtype` (flat).
   void upload(Slot& slot, const void* src, DType dtype);
   // Makes sure a slot holds a buffer of `dtype` (zero-filled if never

@@ -818,8 +818,9 @@ V where(Context& cx) {
 V masked_fill(Context& cx) {
   Value x = cx.tensor(0);
   Value mask = cx.as(1, DType::Bool);
-  Value r = cx.b.select(mask, cx.as(2, x.dtype()), x);
-  return {cx.b.broadcast_to(r, x.dims())};  // result keeps self's shape
+  // self and mask broadcast together, as on CPU (masked_fill_ then needs the
+  // result to keep self's shape, which the write into self checks).
+  return {cx.b.select(mask, cx.as(2, x.dtype()), x)};
 }
 
 // ---- fills and copies

@@ -288,8 +288,9 @@ V index_select(Context& cx) {
 // `index` (made i64 and at least 1-D) validated for an along-`dim` op on
 // `self` (and `src` when given), with its range check registered.
 Value along_index(Context& cx, Value self, Value index, int64_t dim, const Value* src) {
+  // An empty index of any dtype (an empty uint8 one too) selects nothing, as on CPU.
+  if (index.type.numel() == 0) return at_least_1d(cx.b, cx.b.convert(index, DType::I64));
   Value idx = at_least_1d(cx.b, index_arg(cx, index));
-  if (idx.type.numel() == 0) return idx;
   if (idx.rank() != self.rank()) cx.fail("Index tensor must have the same number of dimensions as input tensor");
   if (src && idx.rank() != src->rank()) cx.fail("Index tensor must have the same number of dimensions as src tensor");
   for (int64_t d = 0; d < self.rank(); ++d) {

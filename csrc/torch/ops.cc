@@ -185,6 +185,119 @@ const std::unordered_map<std::string, void (*)(c10::ArrayRef<c10::IValue>)> kSiz
     {"aten::logspace.out", size_space_out},
 };
 
+// Ops whose result sizes depend on the data. The lowering returns results
+// padded to the largest possible size and, last, a rank-0 i64 count; the
+// kernel reads the count (a sync point: a small device->host read) and
+// returns the listed results narrowed to it, a view of the padded buffer.
+// One program per input shape, none per count. Results are narrowed along
+// dim 0, except result 0 of an op called with its `dim` argument (the
+// unique ops' rows), which is narrowed along that dim.
+struct DataDependent {
+  std::vector<size_t> results;
+  int dim_arg = -1;  // position of the op's `int? dim` argument, or -1
+};
+const std::unordered_map<std::string, DataDependent> kDataDependent = {
+    {"aten::nonzero", {{0}}},                   // coordinates
+    {"aten::masked_select", {{0}}},             // values
+    {"aten::unique_consecutive", {{0, 2}, 3}},  // values, counts (inverse has self's size)
+    {"aten::_unique2", {{0, 2}}},               // values, counts
+    {"aten::unique_dim", {{0, 2}, 1}},          // rows along dim, counts
+};
+
+// Ops whose output size is a function of the data that the lowering takes as
+// a static argument: the kernel reads the value first (a sync point) and
+// fills the argument in, as the CPU kernels do on the host. `args` are the
+// call's arguments on the stack.
+void prepare_repeat_interleave(c10::IValue* args) {
+  if (!args[1].isNone()) return;  // output_size given
+  at::Tensor rep = args[0].toTensor();
+  TORCH_CHECK(rep.dim() <= 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(rep.scalar_type() == at::kLong || rep.scalar_type() == at::kInt, "repeats has to be Long or Int tensor");
+  int64_t total = 0;
+  if (rep.numel() > 0) {
+    TORCH_CHECK(rep.min().item<int64_t>() >= 0, "repeats can not be negative");
+    total = rep.sum().item<int64_t>();
+  }
+  args[1] = total;
+}
+void prepare_bincount(c10::IValue* args) {
+  at::Tensor x = args[0].toTensor();
+  int64_t minlength = args[2].toInt();
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(x.dim() == 1 && at::isIntegralType(x.scalar_type(), /*includeBool=*/false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  if (x.numel() == 0) return;
+  TORCH_CHECK(x.min().item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+  args[2] = std::max(minlength, x.max().item<int64_t>() + 1);
+}
+const std::unordered_map<std::string, void (*)(c10::IValue*)> kPrepare = {
+    {"aten::repeat_interleave.Tensor", prepare_repeat_interleave},
+    {"aten::bincount", prepare_bincount},
+};
+
+// Advanced-indexing ops whose bool/uint8 indices the kernel expands to
+// long indices (their nonzero() columns) before lowering, as PyTorch's
+// expandTensors does on CPU. index_put keeps a lone mask whose values do not
+// depend on the number of true elements: its lowering does that as a select,
+// with no sync point.
+const std::set<std::string> kMaskIndexOps = {"aten::index.Tensor", "aten::index_put", "aten::_index_put_impl"};
+
+bool is_mask(const at::Tensor& t) { return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte; }
+
+// True for index_put(self, [None.., mask], values) where values broadcast to
+// self[mask]'s shape for a single true element (mask_put in lowering/shape.cc).
+bool lone_mask_put(const at::Tensor& self, const c10::IValue& indices, const c10::IValue& values) {
+  int64_t p = -1, pos = 0;
+  at::Tensor mask;
+  for (const c10::IValue& e : indices.toListRef()) {
+    if (!e.isNone() && e.toTensor().defined()) {
+      if (p >= 0) return false;
+      p = pos;
+      mask = e.toTensor();
+    }
+    ++pos;
+  }
+  if (p < 0 || !is_mask(mask) || !values.isTensor()) return false;
+  int64_t m = mask.dim();
+  if (p + m > self.dim()) return true;  // the lowering raises PyTorch's shape error
+  std::vector<int64_t> one_k(self.sizes().begin(), self.sizes().begin() + p);
+  one_k.push_back(1);
+  one_k.insert(one_k.end(), self.sizes().begin() + p + m, self.sizes().end());
+  try {
+    return at::infer_size(values.toTensor().sizes(), one_k) == one_k;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
+// indices with each bool/uint8 mask replaced by one long index per mask dim
+// (the columns of mask.nonzero(), a sync point for a tpu mask).
+c10::IValue expand_masks(const at::Tensor& self, const c10::IValue& indices) {
+  c10::List<std::optional<at::Tensor>> out;
+  for (const c10::IValue& e : indices.toListRef()) {
+    if (e.isNone() || !e.toTensor().defined() || !is_mask(e.toTensor())) {
+      out.push_back(e.isNone() ? std::nullopt : std::optional<at::Tensor>(e.toTensor()));
+      continue;
+    }
+    at::Tensor mask = e.toTensor();
+    int64_t at_dim = static_cast<int64_t>(out.size());
+    TORCH_CHECK_INDEX(at_dim + mask.dim() <= self.dim(), "too many indices for tensor of dimension ", self.dim(),
+                      " (got ", at_dim + mask.dim(), ")");
+    for (int64_t j = 0; j < mask.dim(); ++j)
+      TORCH_CHECK_INDEX(mask.size(j) == self.size(at_dim + j), "The shape of the mask ", mask.sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ", self.sizes(), " at index ", at_dim + j);
+    at::Tensor nz = at::nonzero(mask);
+    for (int64_t j = 0; j < mask.dim(); ++j) out.push_back(std::optional<at::Tensor>(nz.select(1, j)));
+  }
+  return c10::IValue(out);
+}
+
+bool has_mask(const c10::IValue& indices) {
+  for (const c10::IValue& e : indices.toListRef())
+    if (!e.isNone() && e.toTensor().defined() && is_mask(e.toTensor())) return true;
+  return false;
+}
+
 // Ops that update arguments their schema does not mark as written.
 const std::unordered_map<std::string, std::vector<size_t>> kUnmarkedWrites = {
     {"aten::native_batch_norm", {3, 4}},  // running_mean, running_var
@@ -208,6 +321,12 @@ class LoweredKernel final : public c10::OperatorKernel {
       out_index_.push_back(is_out);
     }
     returns_ = schema.returns().size();
+    returns_bool_ = returns_ == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::BoolType;
+    auto dd = kDataDependent.find(def_.name);
+    if (dd != kDataDependent.end()) narrowed_ = &dd->second;
+    auto prep = kPrepare.find(def_.name);
+    if (prep != kPrepare.end()) prepare_ = prep->second;
+    expand_masks_ = kMaskIndexOps.count(def_.name) > 0 && types_.size() > 1 && types_[1] == ArgType::OptTensorList;
     returns_list_ = returns_ > 0 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const auto& a = schema.arguments()[i];
@@ -231,6 +350,12 @@ class LoweredKernel final : public c10::OperatorKernel {
     const size_t nargs = types_.size() + num_out_;
     auto args = torch::jit::last(*stack, nargs);
     if (size_out_) size_out_(args);
+    if (prepare_) prepare_(stack->data() + (stack->size() - nargs));
+    // Bool/uint8 indices become long indices before the call is described.
+    c10::IValue expanded;
+    if (expand_masks_ && args[0].isTensor() && !args[1].isNone() && has_mask(args[1]) &&
+        !(def_.name != "aten::index.Tensor" && lone_mask_put(args[0].toTensor(), args[1], args[2])))
+      expanded = expand_masks(args[0].toTensor(), args[1]);
     OpCall call;
     call.op = &def_;
     call.args.resize(types_.size() + (implicit_rng_ ? 1 : 0));
@@ -238,7 +363,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     const c10::IValue* generator = nullptr;
     std::vector<at::Tensor> keep_alive;  // index tensors moved to tpu for this call
     for (size_t i = 0; i < types_.size(); ++i) {
-      const c10::IValue& v = args[i];
+      const c10::IValue& v = i == 1 && !expanded.isNone() ? expanded : args[i];
       CallArg& a = call.args[i];
       if (v.isNone() && types_[i] != ArgType::Generator) continue;
       switch (types_[i]) {
@@ -359,11 +484,31 @@ class LoweredKernel final : public c10::OperatorKernel {
       for (auto& t : outs) torch::jit::push(*stack, t);
       return;
     }
+    if (returns_bool_) {  // aten::equal: a Python bool, read at a sync point
+      bool value = false;
+      Engine::get().read_result(r.buffers.at(0), &value, 1, def_.name);
+      torch::jit::push(*stack, value);
+      return;
+    }
+    int64_t count = -1;
+    if (narrowed_) {  // data-dependent sizes: the last result is the count
+      Engine::get().read_result(r.buffers.at(r.buffers.size() - 1), &count, sizeof count, def_.name);
+      r.buffers.pop_back();
+      r.types.pop_back();
+    }
     std::vector<at::Tensor> results;
     for (size_t k = 0; k < r.buffers.size(); ++k) {
       const auto& t = r.types[k];
       results.push_back(new_tensor(t.dims, to_torch(t.dtype), dc.device, r.buffers[k]));
     }
+    if (narrowed_)
+      for (size_t k : narrowed_->results) {
+        if (k >= results.size() || results[k].dim() == 0) continue;
+        int64_t d = 0;
+        if (k == 0 && narrowed_->dim_arg >= 0 && call.args[narrowed_->dim_arg].kind == Kind::Int)
+          d = c10::maybe_wrap_dim(call.args[narrowed_->dim_arg].i, results[k].dim());
+        results[k] = results[k].narrow(d, 0, std::min(count, results[k].size(d)));
+      }
     if (variant_ == Variant::Out) {
       // out=: resize when needed, then copy (a second small program).
       for (size_t k = 0; k < outs.size() && k < results.size(); ++k) {
@@ -401,6 +546,10 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::once_flag registered_;    // counted in metrics from its first call
   bool implicit_rng_ = false;
   void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
+  bool returns_bool_ = false;                     // a Python bool (aten::equal)
+  const DataDependent* narrowed_ = nullptr;       // kDataDependent: results narrowed to the count
+  void (*prepare_)(c10::IValue* args) = nullptr;  // kPrepare
+  bool expand_masks_ = false;                     // kMaskIndexOps
 };
 
 // In-place ops whose functional sibling is not simply the name without "_".
@@ -557,7 +706,18 @@ at::Tensor to_cpu(const at::Tensor& src) {
   at::Tensor whole = src;
   engine::ViewSpec v = view_of(src);
   Slot* slot = slot_of(src);
-  if (!v.covers(static_cast<int64_t>(slot->nbytes) / src.element_size())) {
+  const int64_t storage_numel = static_cast<int64_t>(slot->nbytes) / src.element_size();
+  // A contiguous part of a storage of up to 64 MiB (a narrowed nonzero or
+  // unique result, a row): read the whole storage and slice it on the host,
+  // so no copy program is compiled per view size (per data-dependent count).
+  if (src.numel() > 0 && !v.covers(storage_numel) && v.is_contiguous() && v.offset + v.numel() <= storage_numel &&
+      slot->nbytes <= (int64_t{64} << 20)) {
+    at::Tensor host = at::empty({storage_numel}, src.options().device(at::kCPU));
+    Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
+    Engine::get().download(*slot, host.data_ptr());
+    return host.narrow(0, v.offset, v.numel()).view(src.sizes());
+  }
+  if (!v.covers(storage_numel)) {
     auto r = run_simple("aten::clone", {src}, nullptr);
     whole = new_tensor(src.sizes(), src.scalar_type(), src.device().index(), r.buffers[0]);
     slot = slot_of(whole);
