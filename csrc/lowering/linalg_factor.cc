@@ -446,16 +446,17 @@ Value pivot_sign(Builder& b, const Value& piv, DType t) {
 
 // aten::_linalg_det(Tensor A) -> (result, LU, pivots)
 // ATen factors A^T when A is contiguous (det A^T = det A, and A^T is then
-// column-major for LAPACK), and the backward formula relies on it: it solves
-// with adjoint = !A.is_contiguous(). A lowering cannot see strides, so this
-// assumes a contiguous A; for a non-contiguous A the returned LU (and so the
-// gradient) differs from CPU.
+// column-major for LAPACK), and A itself otherwise; the backward formula
+// relies on it (it solves with adjoint = !A.is_contiguous()). The glue
+// appends A.is_contiguous() as argument 1 (kContiguityFlag in ops.cc).
+LU det_factor(Context& cx, const Value& a) { return lu_factor(cx.b, cx.flag_or(1, true) ? mT(cx.b, a) : a); }
+
 V linalg_det(Context& cx) {
   Value a = cx.tensor(0);
   require_matrix(cx, a, "linalg.det", true);
   require_float(cx, a, "linalg.det");
   auto& b = cx.b;
-  LU f = lu_factor(b, mT(b, a));  // A^T: see the comment above
+  LU f = det_factor(cx, a);
   Value d = diagonal(b, f.lu);
   Value prod = b.reduce(d, b.constant(1, a.dtype()), {a.rank() - 2}, "stablehlo.multiply");
   return {b.mul(pivot_sign(b, f.pivots, a.dtype()), prod), f.lu, f.pivots};
@@ -467,7 +468,7 @@ V linalg_slogdet(Context& cx) {
   require_matrix(cx, a, "linalg.slogdet", true);
   require_float(cx, a, "linalg.slogdet");
   auto& b = cx.b;
-  LU f = lu_factor(b, mT(b, a));  // see linalg_det
+  LU f = det_factor(cx, a);
   Value d = diagonal(b, f.lu);
   int64_t r = a.rank() - 2;
   Value sgn = b.reduce(b.unary("stablehlo.sign", d), b.constant(1, a.dtype()), {r}, "stablehlo.multiply");

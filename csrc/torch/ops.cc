@@ -307,6 +307,11 @@ const std::unordered_map<std::string, std::vector<size_t>> kUnmarkedWrites = {
 // Generator: the glue appends one.
 const std::set<std::string> kImplicitRng = {"aten::native_dropout"};
 
+// Ops whose results depend on the memory layout of their first argument (ATen
+// factors A^T when A is contiguous, and the backward relies on it): the glue
+// appends a Bool, A.is_contiguous(), after the schema's arguments.
+const std::set<std::string> kContiguityFlag = {"aten::_linalg_det", "aten::_linalg_slogdet"};
+
 class LoweredKernel final : public c10::OperatorKernel {
  public:
   LoweredKernel(std::string functional_name, lowering::LowerFn fn, Variant variant, const c10::FunctionSchema& schema)
@@ -336,6 +341,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     auto unmarked = kUnmarkedWrites.find(def_.name);
     if (unmarked != kUnmarkedWrites.end() && variant != Variant::InPlace) written_ = unmarked->second;
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;
+    contiguity_flag_ = kContiguityFlag.count(def_.name) > 0;
     auto sizer = kSizeOut.find(def_.name);
     if (sizer != kSizeOut.end()) size_out_ = sizer->second;
   }
@@ -358,7 +364,7 @@ class LoweredKernel final : public c10::OperatorKernel {
       expanded = expand_masks(args[0].toTensor(), args[1]);
     OpCall call;
     call.op = &def_;
-    call.args.resize(types_.size() + (implicit_rng_ ? 1 : 0));
+    call.args.resize(types_.size() + (implicit_rng_ ? 1 : 0) + (contiguity_flag_ ? 1 : 0));
     DeviceCheck dc;
     const c10::IValue* generator = nullptr;
     std::vector<at::Tensor> keep_alive;  // index tensors moved to tpu for this call
@@ -441,8 +447,12 @@ class LoweredKernel final : public c10::OperatorKernel {
         if (a.kind == Kind::Rng) next_rng(g, dc.device, a.rng);
     }
     if (implicit_rng_) {
-      call.args.back().kind = Kind::Rng;
-      next_rng(std::nullopt, dc.device, call.args.back().rng);
+      call.args[types_.size()].kind = Kind::Rng;
+      next_rng(std::nullopt, dc.device, call.args[types_.size()].rng);
+    }
+    if (contiguity_flag_) {
+      call.args.back().kind = Kind::Bool;
+      call.args.back().i = args[0].toTensor().is_contiguous();
     }
 
     std::vector<at::Tensor> outs;
@@ -545,6 +555,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::vector<size_t> written_;  // InPlace: positions of the arguments the op writes
   std::once_flag registered_;    // counted in metrics from its first call
   bool implicit_rng_ = false;
+  bool contiguity_flag_ = false;  // kContiguityFlag
   void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
   bool returns_bool_ = false;                     // a Python bool (aten::equal)
   const DataDependent* narrowed_ = nullptr;       // kDataDependent: results narrowed to the count

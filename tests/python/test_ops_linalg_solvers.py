@@ -182,7 +182,10 @@ def test_det_slogdet():
     check(torch.linalg.det, a, grad=True)
     check(torch.linalg.slogdet, a, grad=True)
     check(torch.logdet, spd(2, 3, 3), grad=True)
-    check(torch.linalg.det, noncontig(a))  # forward only: see linalg_det in linalg_factor.cc
+    # ATen factors A^T only for a contiguous A, and the backward depends on it (kContiguityFlag in ops.cc).
+    check(torch.linalg.det, noncontig(a), grad=True)
+    check(torch.linalg.slogdet, noncontig(a), grad=True)
+    check(torch.ops.aten._linalg_det, noncontig(a))
     check(torch.linalg.slogdet, torch.zeros(2, 2))  # singular: sign 0, logabsdet -inf
     check(torch.ops.aten._linalg_det, a)
 
