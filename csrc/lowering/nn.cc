@@ -128,8 +128,7 @@ V log_softmax_backward(Context& cx) { return {softmax_backward_impl(cx, true)}; 
 Dims layer_norm_dims(Context& cx, const Value& input, const std::vector<int64_t>& normalized_shape) {
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   int64_t axis = input.rank() - k;
-  if (k == 0 || axis < 0 ||
-      !std::equal(normalized_shape.begin(), normalized_shape.end(), input.dims().begin() + axis))
+  if (k == 0 || axis < 0 || !std::equal(normalized_shape.begin(), normalized_shape.end(), input.dims().begin() + axis))
     cx.fail("input is not shaped [*, normalized_shape]");
   Dims red;
   for (int64_t i = axis; i < input.rank(); ++i) red.push_back(i);
@@ -146,7 +145,8 @@ Dims stat_dims(const Value& input, const Dims& red) {
 // dtype of layer norm's mean and rstd on CPU: the input's, or its opmath type
 // when weight/bias have another dtype (mixed precision).
 DType stat_type(Context& cx, DType in, size_t weight, size_t bias) {
-  bool mixed = (!cx.none(weight) && cx.tensor(weight).dtype() != in) || (!cx.none(bias) && cx.tensor(bias).dtype() != in);
+  bool mixed =
+      (!cx.none(weight) && cx.tensor(weight).dtype() != in) || (!cx.none(bias) && cx.tensor(bias).dtype() != in);
   return mixed ? hlo::opmath_type(in) : in;
 }
 
@@ -279,7 +279,8 @@ NllRows nll_rows(Context& cx, size_t xi, size_t wi, size_t ii, DType t) {
   Value ignore = b.constant(static_cast<double>(cx.integer(ii)), DType::I64);
   Value valid = b.compare(target, ignore, "NE");
   Value zero = b.constant(0, DType::I64);
-  Value out_of_range = b.or_(b.compare(target, zero, "LT"), b.compare(target, b.constant(static_cast<double>(c), DType::I64), "GE"));
+  Value out_of_range =
+      b.or_(b.compare(target, zero, "LT"), b.compare(target, b.constant(static_cast<double>(c), DType::I64), "GE"));
   cx.check(any_all(b, b.and_(valid, out_of_range)), "Target is out of bounds.");
   Value safe = b.clamp(zero, target, b.constant(static_cast<double>(std::max<int64_t>(c - 1, 0)), DType::I64));
   // No rows (an empty batch) or no classes: nothing to gather from.
@@ -462,6 +463,273 @@ V elu_backward(Context& cx) {
   return {b.convert(r, out)};
 }
 
+// ---- more activations (CPU kernels in ATen/native/cpu/Activation.cpp)
+
+// The input at i in its compute dtype, and the dtype to round back to.
+struct Unary {
+  Value x;
+  DType out;
+};
+Unary opmath_in(Context& cx, size_t i) {
+  Value self = cx.tensor(i);
+  return {cx.b.convert(self, hlo::opmath_type(self.dtype())), self.dtype()};
+}
+// grad_output (gi) and self (xi) promoted, in compute dtype.
+struct Binary {
+  Value g, x;
+  DType out;
+};
+Binary opmath_grad(Context& cx, size_t gi, size_t xi) {
+  DType out = cx.result_type({gi, xi}), t = hlo::opmath_type(out);
+  return {cx.as(gi, t), cx.as(xi, t), out};
+}
+
+Value k(hlo::Builder& b, double v, const Value& like) { return b.constant(v, like.dtype()); }
+
+// hardswish(x) = x * min(max(x + 3, 0), 6) / 6
+V hardswish(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.div(b.mul(x, at_most(b, at_least(b, b.add(x, k(b, 3, x)), k(b, 0, x)), k(b, 6, x))), k(b, 6, x));
+  return {b.convert(r, out)};
+}
+
+// hardswish_backward: 0 below -3, g * (x / 3 + 0.5) up to 3, g above.
+V hardswish_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value mid = b.mul(g, b.add(b.div(x, k(b, 3, x)), k(b, 0.5, x)));
+  Value r = b.select(b.compare(x, k(b, -3, x), "LT"), k(b, 0, x), b.select(b.compare(x, k(b, 3, x), "LE"), mid, g));
+  return {b.convert(r, out)};
+}
+
+// hardsigmoid(x) = min(max(x + 3, 0), 6) / 6
+V hardsigmoid(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.div(at_most(b, at_least(b, b.add(x, k(b, 3, x)), k(b, 0, x)), k(b, 6, x)), k(b, 6, x));
+  return {b.convert(r, out)};
+}
+
+// hardsigmoid_backward: g / 6 where -3 < x < 3, else 0.
+V hardsigmoid_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value inside = b.and_(b.compare(x, k(b, -3, x), "GT"), b.compare(x, k(b, 3, x), "LT"));
+  Value r = b.select(inside, b.mul(g, k(b, 1.0 / 6.0, x)), k(b, 0, x));
+  return {b.convert(r, out)};
+}
+
+// 1 / (1 + exp(-x)), as the CPU kernels spell the sigmoid.
+Value sigmoid_of(hlo::Builder& b, Value x) { return b.div(k(b, 1, x), b.add(k(b, 1, x), b.exp(b.neg(x)))); }
+
+// The two halves of x along dim (glu's a and b).
+std::pair<Value, Value> halves(Context& cx, Value x, int64_t dim) {
+  if (x.rank() == 0) cx.fail("glu does not support scalars because halving size must be even");
+  int64_t n = x.dims()[dim];
+  if (n % 2)
+    cx.fail("Halving dimension must be even, but dimension " + std::to_string(dim) + " is size " + std::to_string(n));
+  Dims start(x.rank(), 0), mid = x.dims(), step(x.rank(), 1);
+  mid[dim] = n / 2;
+  Dims start2 = start;
+  start2[dim] = n / 2;
+  return {cx.b.slice(x, start, mid, step), cx.b.slice(x, start2, x.dims(), step)};
+}
+
+// glu(self, dim) = a * sigmoid(b) for the halves a, b of self along dim
+V glu(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  if (!hlo::is_floating(out)) cx.fail("glu is not implemented for integer inputs");
+  auto [a, c] = halves(cx, x, x.rank() == 0 ? 0 : cx.dim(cx.integer(1), x.rank()));
+  return {b.convert(b.mul(a, sigmoid_of(b, c)), out)};
+}
+
+// glu_backward(grad_output, self, dim) = cat(g * s, g * a * s * (1 - s))
+V glu_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  int64_t dim = x.rank() == 0 ? 0 : cx.dim(cx.integer(2), x.rank());
+  auto [a, c] = halves(cx, x, dim);
+  Value s = sigmoid_of(b, c);
+  Value ga = b.mul(s, g);
+  Value gb = b.mul(b.mul(b.mul(b.sub(k(b, 1, s), s), s), a), g);
+  return {b.convert(b.concatenate({ga, gb}, dim), out)};
+}
+
+// _prelu_kernel(self, weight) = x > 0 ? x : w * x (weight broadcasts)
+V prelu_kernel(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value x = cx.as(0, t), w = cx.as(1, t);
+  Dims shape = hlo::broadcast_shapes(x.dims(), w.dims());
+  x = b.broadcast_to(x, shape);
+  Value r = b.select(b.compare(x, k(b, 0, x), "GT"), x, b.mul(b.broadcast_to(w, shape), x));
+  return {b.convert(r, out)};
+}
+
+// _prelu_kernel_backward(grad_output, self, weight) -> (grad_self, grad_weight),
+// both of the broadcast shape (autograd sums grad_weight down).
+V prelu_kernel_backward(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  Value g = cx.as(0, t), x = cx.as(1, t), w = cx.as(2, t);
+  Dims shape = hlo::broadcast_shapes(hlo::broadcast_shapes(x.dims(), w.dims()), g.dims());
+  g = b.broadcast_to(g, shape);
+  x = b.broadcast_to(x, shape);
+  w = b.broadcast_to(w, shape);
+  Value pos = b.compare(x, k(b, 0, x), "GT");
+  Value gi = b.select(pos, g, b.mul(w, g));
+  Value gw = b.select(pos, k(b, 0, x), b.mul(x, g));
+  return {b.convert(gi, cx.tensor(1).dtype()), b.convert(gw, cx.tensor(2).dtype())};
+}
+
+// log_sigmoid_forward(self) -> (min(x, 0) - log1p(exp(-|x|)), exp(-|x|))
+V log_sigmoid_forward(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value z = b.exp(b.neg(b.abs(x)));
+  Value lo = b.select(b.compare(x, k(b, 0, x), "LT"), x, k(b, 0, x));
+  Value r = b.sub(lo, b.unary("stablehlo.log_plus_one", z));
+  return {b.convert(r, out), b.convert(z, out)};
+}
+
+// log_sigmoid_backward(grad_output, self, buffer) =
+//   g * (max_deriv - sign * z / (1 + z)), z = exp(-|x|); x < 0: (1, 1), else (0, -1)
+V log_sigmoid_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value z = b.exp(b.neg(b.abs(x)));
+  Value q = b.div(z, b.add(k(b, 1, z), z));
+  Value r = b.select(b.compare(x, k(b, 0, x), "LT"), b.mul(g, b.sub(k(b, 1, q), q)), b.mul(g, q));
+  return {b.convert(r, out)};
+}
+
+// mish(x) = x * tanh(log1p(exp(x)))
+V mish(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.mul(x, b.tanh(b.unary("stablehlo.log_plus_one", b.exp(x))));
+  return {b.convert(r, out)};
+}
+
+// softplus(self, beta, threshold) = x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+V softplus(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value beta = cx.as(1, x.dtype()), th = cx.as(2, x.dtype());
+  Value xb = b.mul(x, beta);
+  Value soft = b.div(b.unary("stablehlo.log_plus_one", b.exp(xb)), beta);
+  return {b.convert(b.select(b.compare(xb, th, "GT"), x, soft), out)};
+}
+
+// softplus_backward(grad_output, self, beta, threshold):
+//   x * beta > threshold ? g : g * z / (z + 1), z = exp(x * beta)
+V softplus_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value xb = b.mul(x, cx.as(2, x.dtype()));
+  Value z = b.exp(xb);
+  Value soft = b.div(b.mul(g, z), b.add(z, k(b, 1, z)));
+  return {b.convert(b.select(b.compare(xb, cx.as(3, x.dtype()), "GT"), g, soft), out)};
+}
+
+// threshold(self, threshold, value) = x <= threshold ? value : x
+V threshold(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.select(b.compare(x, cx.as(1, x.dtype()), "LE"), b.broadcast_to(cx.as(2, x.dtype()), x.dims()), x);
+  return {b.convert(r, out)};
+}
+
+// softshrink(self, lambd) = x > l ? x - l : x < -l ? x + l : x * 0 (NaN stays NaN)
+V softshrink(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value l = cx.as(1, x.dtype()), nl = b.neg(l);
+  Value r =
+      b.select(b.compare(x, l, "GT"), b.sub(x, l), b.select(b.compare(x, nl, "LT"), b.add(x, l), b.mul(x, k(b, 0, x))));
+  return {b.convert(r, out)};
+}
+
+// -l <= x <= l
+Value within(hlo::Builder& b, Value x, Value l) { return b.and_(b.compare(x, b.neg(l), "GE"), b.compare(x, l, "LE")); }
+
+// softshrink_backward / hardshrink_backward(grad_out, self, lambd) = -l <= x <= l ? 0 : g
+V shrink_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value r = b.select(within(b, x, cx.as(2, x.dtype())), k(b, 0, g), g);
+  return {b.convert(r, out)};
+}
+
+// hardshrink(self, lambd) = -l <= x <= l ? 0 : x
+V hardshrink(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.select(within(b, x, cx.as(1, x.dtype())), k(b, 0, x), x);
+  return {b.convert(r, out)};
+}
+
+// ---- huber and smooth L1
+
+// huber_loss(self, target, reduction, delta):
+//   z = |x - y|; z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta)
+V huber_loss(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value z = b.abs(b.sub(cx.as(0, t), cx.as(1, t)));
+  Value d = cx.as(3, t), half = b.constant(0.5, t);
+  Value loss = b.select(b.compare(z, d, "LT"), b.mul(b.mul(half, z), z), b.mul(d, b.sub(z, b.mul(half, d))));
+  return {b.convert(reduce_loss(b, loss, cx.integer(2)), out)};
+}
+
+// 1 / numel for mean reduction, else 1.
+Value loss_norm(Context& cx, const Value& self, int64_t reduction, DType t) {
+  double n = static_cast<double>(self.type.numel());
+  return cx.b.constant(reduction == kMean ? 1.0 / n : 1.0, t);
+}
+
+// huber_loss_backward(grad_output, self, target, reduction, delta):
+//   x = self - target; x < -delta: -norm * g * delta; x > delta: norm * g * delta; else norm * x * g
+V huber_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  Value x = b.sub(cx.as(1, t), cx.as(2, t)), g = cx.as(0, t), d = cx.as(4, t);
+  Value norm = loss_norm(cx, self, cx.integer(3), t);
+  Value ng = b.mul(norm, g);
+  Value r = b.select(b.compare(x, b.neg(d), "LT"), b.neg(b.mul(ng, d)),
+                     b.select(b.compare(x, d, "GT"), b.mul(ng, d), b.mul(b.mul(norm, x), g)));
+  return {b.convert(b.broadcast_to(r, hlo::broadcast_shapes(x.dims(), self.dims())), out)};
+}
+
+// smooth_l1_loss(self, target, reduction, beta):
+//   z = |x - y|; z < beta ? 0.5 * z * z / beta : z - 0.5 * beta (beta = 0: z)
+V smooth_l1_loss(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value z = b.abs(b.sub(cx.as(0, t), cx.as(1, t)));
+  Value beta = cx.as(3, t), half = b.constant(0.5, t);
+  Value loss = b.select(b.compare(z, beta, "LT"), b.div(b.mul(b.mul(half, z), z), beta), b.sub(z, b.mul(half, beta)));
+  return {b.convert(reduce_loss(b, loss, cx.integer(2)), out)};
+}
+
+// smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
+//   x < -beta: -norm * g; x > beta: norm * g; else norm * x * g / beta
+//   (beta = 0 is l1_loss's backward: norm * sign(x) * g)
+V smooth_l1_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  Value x = b.sub(cx.as(1, t), cx.as(2, t)), g = cx.as(0, t), beta = cx.as(4, t);
+  Value norm = loss_norm(cx, self, cx.integer(3), t);
+  Value ng = b.mul(norm, g), zero = b.constant(0, t);
+  Value inner = b.select(b.compare(beta, zero, "EQ"), b.mul(x, zero), b.div(b.mul(b.mul(norm, x), g), beta));
+  Value r = b.select(b.compare(x, b.neg(beta), "LT"), b.neg(ng), b.select(b.compare(x, beta, "GT"), ng, inner));
+  return {b.convert(b.broadcast_to(r, hlo::broadcast_shapes(x.dims(), self.dims())), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> nn_lowerings() {
@@ -488,6 +756,28 @@ std::vector<Entry> nn_lowerings() {
       {"aten::hardtanh_backward", hardtanh_backward},
       {"aten::elu", elu},
       {"aten::elu_backward", elu_backward},
+      {"aten::hardswish", hardswish},
+      {"aten::hardswish_backward", hardswish_backward},
+      {"aten::hardsigmoid", hardsigmoid},
+      {"aten::hardsigmoid_backward", hardsigmoid_backward},
+      {"aten::glu", glu},
+      {"aten::glu_backward", glu_backward},
+      {"aten::_prelu_kernel", prelu_kernel},
+      {"aten::_prelu_kernel_backward", prelu_kernel_backward},
+      {"aten::log_sigmoid_forward", log_sigmoid_forward},
+      {"aten::log_sigmoid_backward", log_sigmoid_backward},
+      {"aten::mish", mish},
+      {"aten::softplus", softplus},
+      {"aten::softplus_backward", softplus_backward},
+      {"aten::threshold", threshold},
+      {"aten::softshrink", softshrink},
+      {"aten::softshrink_backward", shrink_backward},
+      {"aten::hardshrink", hardshrink},
+      {"aten::hardshrink_backward", shrink_backward},
+      {"aten::huber_loss", huber_loss},
+      {"aten::huber_loss_backward", huber_loss_backward},
+      {"aten::smooth_l1_loss", smooth_l1_loss},
+      {"aten::smooth_l1_loss_backward", smooth_l1_loss_backward},
   };
 }
 

