@@ -139,3 +139,53 @@ def test_logits_losses():
     with lowered():
         check(F.binary_cross_entropy_with_logits, x, y, grad=True)
         check(lambda a, b: F.multilabel_soft_margin_loss(a, b), x, (y > 0.5).float(), grad=True)
+
+
+# ---------------------------------------------------------------- padding
+
+PADS = [
+    ((2, 5), (1, 3)),
+    ((2, 3, 5), (2, 1)),
+    ((2, 4, 5), (1, 2, 3, 0)),
+    ((2, 3, 4, 5), (1, 3, 2, 0)),
+    ((3, 4, 3, 4), (2, 1, 0, 2, 1, 1)),
+    ((2, 2, 3, 4, 3), (1, 2, 3, 0, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("shape,pad", PADS)
+def test_pad_modes(shape, pad, mode, dtype):
+    # CPU's backward accumulates bfloat16 gradients in bfloat16; ours sums in
+    # float32 and rounds once, so sums of several terms differ by a bf16 ulp.
+    tol = {"rtol": 2e-2, "atol": 0.1} if dtype == torch.bfloat16 else {}
+    with lowered():
+        check(lambda a: F.pad(a, pad, mode=mode), randn(*shape, dtype=dtype), grad=True, **tol)
+
+
+def test_pad_non_contiguous_and_negative():
+    x = randn(2, 6, 5).transpose(1, 2)  # [2, 5, 6], non-contiguous
+    with lowered():
+        check(lambda a: F.pad(a, (2, 3), mode="reflect"), x, grad=True)
+        check(lambda a: F.pad(a, (3, 1, 0, 2), mode="replicate"), x, grad=True)
+        check(lambda a: F.pad(a, (-1, 2, 1, -2), mode="replicate"), x, grad=True)
+        check(lambda a: F.pad(a, (-2, 1), mode="reflect"), x, grad=True)
+        check(lambda a: F.pad(a, (1, 1), mode="replicate"), torch.arange(12).reshape(2, 6))  # integers
+
+
+def test_pad_out_variants():
+    def outs(a):
+        o1, o2 = torch.empty(0, device=a.device), torch.empty(0, device=a.device)
+        torch._C._nn.reflection_pad1d(a, (2, 1), out=o1)
+        torch._C._nn.replication_pad2d(a, (1, 1, 2, 0), out=o2)
+        return o1, o2
+
+    with lowered():
+        check(outs, randn(2, 4, 5))
+
+
+def test_reflect_pad_too_large_raises():
+    x = torch.randn(1, 2, 3, device="tpu")
+    with pytest.raises(RuntimeError, match="Padding size should be less than"):
+        F.pad(x, (3, 0), mode="reflect")
