@@ -730,6 +730,27 @@ V smooth_l1_loss_backward(Context& cx) {
   return {b.convert(b.broadcast_to(r, hlo::broadcast_shapes(x.dims(), self.dims())), out)};
 }
 
+// channel_shuffle(self, groups): [N, C, *] viewed as [N, g, C / g, *],
+// groups and channels-per-group swapped.
+V channel_shuffle(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  int64_t g = cx.integer(1);
+  if (x.rank() <= 2) cx.fail("channel_shuffle expects input to have at least 3 dimensions");
+  if (g <= 0) cx.fail("Number of groups to divide channels in must be positive. Value of groups:" + std::to_string(g));
+  int64_t c = x.dims()[1];
+  if (c % g)
+    cx.fail("Number of channels must be divisible by groups. Got " + std::to_string(c) + " channels and " +
+            std::to_string(g) + " groups.");
+  Dims split{x.dims()[0], g, c / g};
+  Dims perm{0, 2, 1};
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    split.push_back(x.dims()[i]);
+    perm.push_back(i + 1);
+  }
+  return {b.reshape(b.transpose(b.reshape(x, split), perm), x.dims())};
+}
+
 }  // namespace
 
 std::vector<Entry> nn_lowerings() {
@@ -778,6 +799,7 @@ std::vector<Entry> nn_lowerings() {
       {"aten::huber_loss_backward", huber_loss_backward},
       {"aten::smooth_l1_loss", smooth_l1_loss},
       {"aten::smooth_l1_loss_backward", smooth_l1_loss_backward},
+      {"aten::channel_shuffle", channel_shuffle},
   };
 }
 

@@ -189,3 +189,45 @@ def test_reflect_pad_too_large_raises():
     x = torch.randn(1, 2, 3, device="tpu")
     with pytest.raises(RuntimeError, match="Padding size should be less than"):
         F.pad(x, (3, 0), mode="reflect")
+
+
+# ---------------------------------------------------------------- channel shuffle and batch norm
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_channel_shuffle(dtype):
+    x = randn(2, 6, 3, 4, dtype=dtype)
+    with lowered():
+        check(lambda a: F.channel_shuffle(a, 3), x, grad=True)
+        check(lambda a: F.channel_shuffle(a, 2), x.transpose(2, 3), grad=True)  # non-contiguous
+        check(lambda a: F.channel_shuffle(a, 2), torch.arange(24).reshape(1, 4, 6))
+    with pytest.raises(RuntimeError, match="divisible by groups"):
+        F.channel_shuffle(torch.randn(1, 5, 2, device="tpu"), 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_with_update(affine, dtype):
+    running = torch.randn(3).to(dtype), torch.rand(3).to(dtype) + 0.5
+
+    def fn(x, w, b):
+        rm, rv = (r.clone().to(x.device) for r in running)  # written in place, no grad
+        out = torch.ops.aten._batch_norm_with_update(x, w if affine else None, b if affine else None, rm, rv, 0.2, 1e-3)
+        return out[:3] + (out[3].shape, rm, rv)
+
+    x = randn(4, 3, 5, 2, dtype=dtype)
+    w, b = torch.randn(3).to(dtype), torch.randn(3).to(dtype)
+    # without weight, batch_norm_backward refuses an undefined weight (on CPU too)
+    with lowered():
+        check(fn, x, w, b, grad=affine)
+        check(fn, x.transpose(2, 3), w, b, grad=affine)  # non-contiguous
+
+
+def test_batch_norm_training_running_stats():
+    def fn(x, w, b):
+        rm, rv = torch.zeros(4, device=x.device), torch.ones(4, device=x.device)
+        y = F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3)
+        return y, rm, rv
+
+    with lowered():
+        check(fn, randn(5, 4), torch.rand(4), torch.randn(4), grad=True)
