@@ -552,10 +552,48 @@ V upsample_linear_backward(Context& cx) {
   return {b.convert(g, go.dtype())};
 }
 
+// ---- max_unpool
+
+// max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices,
+// output_size, stride, padding): each value of self written at its flat index
+// into a zero [N?, C, *output_size] plane; the index is checked in range.
+template <int K>
+V max_unpool(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  Value idx = cx.as(1, DType::I64);
+  const auto& size = cx.ints(2);
+  if (static_cast<int64_t>(size.size()) != K)
+    cx.fail("There should be exactly " + std::to_string(K) + " elements (height, width) in output_size, but got " +
+            std::to_string(size.size()) + " elements.");
+  if (x.rank() != K + 1 && x.rank() != K + 2)
+    cx.fail("Input to max_unpooling" + std::to_string(K) + "d should be a " + std::to_string(K + 1) + "d or " +
+            std::to_string(K + 2) + "d Tensor");
+  if (idx.dims() != x.dims()) cx.fail("Expected shape of indices to be same as that of the input tensor");
+  int64_t plane = 1, q = 1;
+  for (int64_t i = x.rank() - K; i < x.rank(); ++i) plane *= x.dims()[i];
+  for (int64_t v : size) q *= v;
+  int64_t rows = plane ? x.type.numel() / plane : 0;
+  Dims out(x.dims().begin(), x.dims().end() - K);
+  out.insert(out.end(), size.begin(), size.end());
+  if (rows == 0 || plane == 0) return {b.full(0, {x.dtype(), out})};
+  Value flat = b.reshape(idx, {rows, plane});
+  Value bad = b.or_(b.compare(flat, b.constant(0, DType::I64), "LT"),
+                    b.compare(flat, b.constant(static_cast<double>(q), DType::I64), "GE"));
+  cx.check(b.reduce(bad, b.constant(0, DType::Bool), {0, 1}, "stablehlo.or"),
+           "Found an invalid max index (output volumes are of size " + std::to_string(q) + ")");
+  Value row = b.iota({DType::I64, {rows, plane, 1}}, 0);
+  Value index = b.concatenate({row, b.reshape(flat, {rows, plane, 1})}, 2);
+  Value r = b.scatter(b.full(0, {x.dtype(), {rows, q}}), index, b.reshape(x, {rows, plane}), {}, {0, 1}, {0, 1}, "");
+  return {b.reshape(r, out)};
+}
+
 }  // namespace
 
 std::vector<Entry> pool_lowerings() {
   return {
+      {"aten::max_unpool2d", max_unpool<2>},
+      {"aten::max_unpool3d", max_unpool<3>},
       {"aten::max_pool2d_with_indices", max_pool_with_indices<2>},
       {"aten::max_pool3d_with_indices", max_pool_with_indices<3>},
       {"aten::max_pool2d_with_indices_backward", max_pool_with_indices_backward<2>},

@@ -231,3 +231,58 @@ def test_batch_norm_training_running_stats():
 
     with lowered():
         check(fn, randn(5, 4), torch.rand(4), torch.randn(4), grad=True)
+
+
+# ---------------------------------------------------------------- unfold / fold and max_unpool
+
+UNFOLDS = [
+    dict(kernel_size=2),
+    dict(kernel_size=(2, 3), stride=(2, 1)),
+    dict(kernel_size=3, padding=1, dilation=(1, 2)),
+    dict(kernel_size=(1, 2), padding=(2, 0), stride=2),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kw", UNFOLDS)
+def test_unfold_fold(kw, dtype):
+    x = randn(2, 3, 6, 7, dtype=dtype)
+    cols = F.unfold(x, **kw)
+    with lowered():
+        check(lambda a: F.unfold(a, **kw), x, grad=True)
+        check(lambda a: F.unfold(a, **kw), x.transpose(2, 3), grad=True)  # non-contiguous
+        check(lambda a: F.unfold(a, **kw), x[0], grad=True)  # unbatched
+        check(lambda a: F.fold(a, (6, 7), **kw), cols, grad=True)
+        check(lambda a: F.fold(a, (6, 7), **kw), cols[0], grad=True)
+
+
+def test_fold_bad_blocks_raises():
+    with pytest.raises(RuntimeError, match="sliding blocks"):
+        F.fold(torch.randn(1, 4, 5, device="tpu"), (4, 4), kernel_size=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_max_unpool(k, dtype):
+    shape = {1: (2, 3, 8), 2: (2, 3, 6, 4), 3: (1, 2, 4, 4, 6)}[k]
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[k]
+    unpool = {1: F.max_unpool1d, 2: F.max_unpool2d, 3: F.max_unpool3d}[k]
+    x = randn(*shape, dtype=dtype)
+    y, idx = pool(x, 2, return_indices=True)
+
+    def fn(a, i):
+        return unpool(a, i, 2)
+
+    with lowered():
+        check(fn, y, idx, grad=True)
+        check(lambda a, i: unpool(a, i, 2, output_size=[s + 1 for s in shape[2:]]), y, idx, grad=True)
+        check(fn, y[0], idx[0], grad=True)  # unbatched
+        if k == 2:
+            check(fn, y.transpose(2, 3), idx.transpose(2, 3))  # non-contiguous
+
+
+def test_max_unpool_bad_index_raises():
+    y = torch.randn(1, 1, 2, 2, device="tpu")
+    idx = torch.tensor([[[[0, 1], [2, 99]]]], device="tpu")
+    with pytest.raises((IndexError, RuntimeError), match="invalid max index"):
+        F.max_unpool2d(y, idx, 2).cpu()
