@@ -653,7 +653,11 @@ V softshrink(Context& cx) {
 }
 
 // -l <= x <= l
-Value within(hlo::Builder& b, Value x, Value l) { return b.and_(b.compare(x, b.neg(l), "GE"), b.compare(x, l, "LE")); }
+Value within(hlo::Builder& b, Value x, Value l) {
+  Value above = b.compare(x, b.neg(l), "GE");
+  Value below = b.compare(x, l, "LE");
+  return b.and_(above, below);
+}
 
 // softshrink_backward / hardshrink_backward(grad_out, self, lambd) = -l <= x <= l ? 0 : g
 V shrink_backward(Context& cx) {
@@ -667,8 +671,8 @@ V shrink_backward(Context& cx) {
 V hardshrink(Context& cx) {
   auto& b = cx.b;
   auto [x, out] = opmath_in(cx, 0);
-  Value r = b.select(within(b, x, cx.as(1, x.dtype())), k(b, 0, x), x);
-  return {b.convert(r, out)};
+  Value inside = within(b, x, cx.as(1, x.dtype()));
+  return {b.convert(b.select(inside, k(b, 0, x), x), out)};
 }
 
 // ---- huber and smooth L1

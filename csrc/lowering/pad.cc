@@ -56,7 +56,8 @@ std::vector<PadDim> pad_dims(Context& cx, const Value& x, const std::vector<int6
 
 // The input position (i64 [out]) each output position of `p` reads.
 Value source_index(hlo::Builder& b, const PadDim& p, bool reflect) {
-  Value j = b.sub(b.iota({DType::I64, {p.out()}}, 0), b.constant(static_cast<double>(p.lo), DType::I64));
+  Value o = b.iota({DType::I64, {p.out()}}, 0);
+  Value j = b.sub(o, b.constant(static_cast<double>(p.lo), DType::I64));
   Value last = b.constant(static_cast<double>(p.n - 1), DType::I64);
   if (reflect) return b.sub(last, b.abs(b.sub(last, b.abs(j))));
   return b.clamp(b.constant(0, DType::I64), j, last);
