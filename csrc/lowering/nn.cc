@@ -755,6 +755,183 @@ V channel_shuffle(Context& cx) {
   return {b.reshape(b.transpose(b.reshape(x, split), perm), x.dims())};
 }
 
+// ---- multi-class margin losses (ATen/native/LossMultiMargin.cpp,
+// LossMultiLabelMargin.cpp)
+
+// An [N, C] or [C] input as [N, C] rows in dtype t, and its target as [N] or
+// [N, C] i64 rows.
+struct MarginRows {
+  Value x, target;
+  int64_t n, c;
+};
+MarginRows margin_rows(Context& cx, size_t xi, size_t ti, DType t, bool per_class_target) {
+  auto& b = cx.b;
+  Value self = cx.tensor(xi), target = cx.as(ti, DType::I64);
+  if (self.rank() > 2)
+    cx.fail("Expected non-empty vector or matrix with optional 0-dim batch size, but got: rank " +
+            std::to_string(self.rank()));
+  int64_t c = self.rank() == 0 ? 1 : self.dims().back();
+  int64_t n = self.rank() == 2 ? self.dims()[0] : 1;
+  if (per_class_target ? target.dims() != self.dims() : (target.rank() > 1 || target.type.numel() != n))
+    cx.fail("inconsistent target size");
+  Value x = b.reshape(b.convert(self, t), {n, c});
+  return {x, b.reshape(target, per_class_target ? Dims{n, c} : Dims{n}), n, c};
+}
+
+// Shape of the per-sample loss for reduction=none.
+Dims margin_none_dims(const Value& self, const Value& target, bool per_class_target) {
+  if (per_class_target) return self.rank() == 2 ? Dims{self.dims()[0]} : Dims{};
+  return target.rank() == 0 ? Dims{} : Dims{target.dims()[0]};
+}
+
+// The [N, C] hinge terms of multi_margin_loss before the 1/C and the
+// reduction: max(0, margin - x[y] + x[d])^p (p = 1 or 2) times weight[y], 0
+// at d = y. Also returns z and the active mask for the backward.
+struct MultiMargin {
+  Value h, z, active, wy, is_p1;
+};
+MultiMargin multi_margin_terms(Context& cx, const MarginRows& r, size_t p_i, size_t m_i, size_t w_i, DType t) {
+  auto& b = cx.b;
+  Value zero64 = b.constant(0, DType::I64);
+  Value bad = b.or_(b.compare(r.target, zero64, "LT"),
+                    b.compare(r.target, b.constant(static_cast<double>(r.c), DType::I64), "GE"));
+  cx.check(any_all(b, bad), "target out of range");
+  Value safe = b.clamp(zero64, r.target, b.constant(static_cast<double>(r.c - 1), DType::I64));
+  Dims nc{r.n, r.c};
+  Value xy = b.broadcast_in_dim(pick(b, r.x, safe), nc, {0});
+  Value z = b.add(b.sub(b.broadcast_to(cx.as(m_i, t), nc), xy), r.x);
+  Value not_target = b.compare(b.iota({DType::I64, nc}, 1), b.broadcast_in_dim(safe, nc, {0}), "NE");
+  Value active = b.and_(not_target, b.compare(z, b.constant(0, t), "GT"));
+  Value is_p1 = b.compare(cx.as(p_i, t), b.constant(1, t), "EQ");
+  Value h = b.select(b.broadcast_to(is_p1, nc), z, b.mul(z, z));
+  Value wy;
+  if (!cx.none(w_i)) {
+    wy = b.broadcast_in_dim(b.take_along(cx.as(w_i, t), safe, 0), nc, {0});
+    h = b.mul(h, wy);
+  }
+  h = b.select(active, h, b.constant(0, t));
+  return {h, z, active, wy, is_p1};
+}
+
+// multi_margin_loss(self, target, p, margin, weight?, reduction)
+V multi_margin_loss(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 0, 1, t, false);
+  MultiMargin m = multi_margin_terms(cx, r, 2, 3, 4, t);
+  Value loss = b.div(sum(b, m.h, {1}), b.constant(static_cast<double>(r.c), t));
+  int64_t reduction = cx.integer(5);
+  if (reduction == kNone) return {b.convert(b.reshape(loss, margin_none_dims(self, cx.tensor(1), false)), out)};
+  return {b.convert(reduce_loss(b, loss, reduction), out)};
+}
+
+// multi_margin_loss_backward(grad_output, self, target, p, margin, weight?,
+//   reduction): each active d gets h = g (p = 1) or 2 g z (p = 2), times
+//   weight[y]; the target column gets minus their sum; g = 1 / C (and / N
+//   for mean), then times grad_output.
+V multi_margin_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 1, 2, t, false);
+  MultiMargin m = multi_margin_terms(cx, r, 3, 4, 5, t);
+  int64_t reduction = cx.integer(6);
+  Dims nc{r.n, r.c};
+  double g = reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
+  Value gv = b.constant(g, t);
+  Value h = b.select(b.broadcast_to(m.is_p1, nc), b.full(g, {t, nc}), b.mul(b.mul(b.constant(2, t), gv), m.z));
+  if (!cx.none(5)) h = b.mul(h, m.wy);
+  h = b.select(m.active, h, b.constant(0, t));
+  Value is_target = b.compare(
+      b.iota({DType::I64, nc}, 1),
+      b.broadcast_in_dim(
+          b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(r.c - 1), DType::I64)), nc, {0}),
+      "EQ");
+  Value grad = b.select(is_target, b.broadcast_in_dim(b.neg(sum(b, h, {1})), nc, {0}), h);
+  Value go = cx.as(0, t);
+  if (reduction == kNone && go.rank() > 0) {
+    grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), nc, {0}));
+  } else {
+    grad = b.mul(grad, b.reshape(go, {}));
+  }
+  return {b.convert(b.reshape(grad, self.dims()), out)};
+}
+
+// The pieces of multilabel_margin_loss for [N, C] rows: valid[n, j] (target
+// j comes before the first -1), is_target[n, c], and the [N, J, C] hinge
+// z = 1 - x[y_j] + x[c] with its active mask (valid j, non-target c, z > 0).
+struct MultiLabel {
+  Value valid, onehot, is_target, z, active;
+};
+MultiLabel multilabel_terms(Context& cx, const MarginRows& r, DType t) {
+  auto& b = cx.b;
+  int64_t n = r.n, c = r.c;
+  Dims nc{n, c}, njc{n, c, c};
+  // negatives up to and including j: [N, C] x [C, C] upper-triangular ones
+  Value neg = b.convert(b.compare(r.target, b.constant(0, DType::I64), "LT"), DType::F32);
+  Value tri = b.convert(b.compare(b.iota({DType::I64, {c, c}}, 0), b.iota({DType::I64, {c, c}}, 1), "LE"), DType::F32);
+  Value seen = b.dot_general(neg, tri, {}, {}, {1}, {0}, DType::F32);
+  Value valid = b.compare(seen, b.constant(0, DType::F32), "EQ");
+  Value oob = b.and_(valid, b.compare(r.target, b.constant(static_cast<double>(c), DType::I64), "GE"));
+  cx.check(any_all(b, oob), "target index is out of bounds");
+  Value safe = b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(c - 1), DType::I64));
+  Value cls = b.iota({DType::I64, njc}, 2);
+  Value onehot =
+      b.and_(b.compare(b.broadcast_in_dim(safe, njc, {0, 1}), cls, "EQ"), b.broadcast_in_dim(valid, njc, {0, 1}));
+  Value is_target = b.reduce(onehot, b.constant(0, DType::Bool), {1}, "stablehlo.or");
+  Value xy = b.reduce(b.select(onehot, b.broadcast_in_dim(r.x, njc, {0, 2}), b.constant(0, t)), b.constant(0, t), {2},
+                      "stablehlo.add");  // x[y_j], 0 for invalid j
+  Value z = b.add(b.sub(b.constant(1, t), b.broadcast_in_dim(xy, njc, {0, 1})), b.broadcast_in_dim(r.x, njc, {0, 2}));
+  Value active =
+      b.and_(b.and_(b.broadcast_in_dim(valid, njc, {0, 1}), b.not_(b.broadcast_in_dim(is_target, njc, {0, 2}))),
+             b.compare(z, b.constant(0, t), "GT"));
+  return {valid, onehot, is_target, z, active};
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target)
+V multilabel_margin_loss_forward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 0, 1, t, true);
+  MultiLabel m = multilabel_terms(cx, r, t);
+  Value h = b.select(m.active, m.z, b.constant(0, t));
+  Value loss = b.div(sum(b, h, {1, 2}), b.constant(static_cast<double>(r.c), t));
+  Value is_target = b.convert(b.reshape(m.is_target, self.dims()), out);
+  int64_t reduction = cx.integer(2);
+  if (reduction == kNone)
+    return {b.convert(b.reshape(loss, margin_none_dims(self, cx.tensor(1), true)), out), is_target};
+  return {b.convert(reduce_loss(b, loss, reduction), out), is_target};
+}
+
+// multilabel_margin_loss_backward(grad_output, self, target, reduction,
+//   is_target): each active (j, c) adds g at c and -g at y_j; g = 1 / C
+//   (and / N for mean), then times grad_output.
+V multilabel_margin_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 1, 2, t, true);
+  MultiLabel m = multilabel_terms(cx, r, t);
+  int64_t reduction = cx.integer(3);
+  Dims njc{r.n, r.c, r.c};
+  double g = reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
+  Value act = b.convert(m.active, t);
+  Value plus = sum(b, act, {1});                                    // [N, C]: active pairs with this c
+  Value per_j = b.broadcast_in_dim(sum(b, act, {2}), njc, {0, 1});  // [N, J]: active pairs of target j
+  Value minus = sum(b, b.select(m.onehot, per_j, b.constant(0, t)), {1});
+  Value grad = b.mul(b.sub(plus, minus), b.constant(g, t));
+  Value go = cx.as(0, t);
+  Dims nc{r.n, r.c};
+  if (reduction == kNone && go.rank() > 0) {
+    grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), nc, {0}));
+  } else {
+    grad = b.mul(grad, b.reshape(go, {}));
+  }
+  return {b.convert(b.reshape(grad, self.dims()), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> nn_lowerings() {
@@ -804,6 +981,10 @@ std::vector<Entry> nn_lowerings() {
       {"aten::smooth_l1_loss", smooth_l1_loss},
       {"aten::smooth_l1_loss_backward", smooth_l1_loss_backward},
       {"aten::channel_shuffle", channel_shuffle},
+      {"aten::multi_margin_loss", multi_margin_loss},
+      {"aten::multi_margin_loss_backward", multi_margin_loss_backward},
+      {"aten::multilabel_margin_loss_forward", multilabel_margin_loss_forward},
+      {"aten::multilabel_margin_loss_backward", multilabel_margin_loss_backward},
   };
 }
 

@@ -286,3 +286,36 @@ def test_max_unpool_bad_index_raises():
     idx = torch.tensor([[[[0, 1], [2, 99]]]], device="tpu")
     with pytest.raises((IndexError, RuntimeError), match="invalid max index"):
         F.max_unpool2d(y, idx, 2).cpu()
+
+
+# ---------------------------------------------------------------- margin losses
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_loss(p, reduction):
+    x, y = randn(5, 4, scale=1.0), torch.tensor([0, 3, 1, 1, 2])
+    w = torch.rand(4) + 0.5
+
+    def fn(a, t):
+        return F.multi_margin_loss(a, t, p=p, margin=0.7, reduction=reduction)
+
+    with lowered():
+        check(fn, x, y, grad=True)
+        check(fn, randn(4, 5, scale=1.0).t(), y, grad=True)  # non-contiguous
+        check(fn, x[0], y[:1], grad=True)  # one sample
+        check(lambda a, t: F.multi_margin_loss(a, t, p=p, weight=w.to(a.device), reduction=reduction), x, y, grad=True)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multilabel_margin_loss(reduction):
+    x = randn(3, 5, scale=1.0)
+    y = torch.tensor([[3, 0, -1, 1, 2], [1, 4, 2, 0, 3], [-1, 2, 0, 0, 0]])
+
+    def fn(a, t):
+        return F.multilabel_margin_loss(a, t, reduction=reduction)
+
+    with lowered():
+        check(fn, x, y, grad=True)
+        check(fn, randn(5, 3, scale=1.0).t(), y, grad=True)  # non-contiguous
+        check(fn, x[0], y[0], grad=True)  # one sample
