@@ -552,6 +552,106 @@ V upsample_linear_backward(Context& cx) {
   return {b.convert(g, go.dtype())};
 }
 
+// ---- bicubic
+
+struct Cubic {
+  Value idx[4], w[4];  // [out]: the four source rows and their weights
+};
+
+// The cubic convolution weights of upsample_bicubic2d (A = -0.75) for each
+// output row, as PyTorch's HelperInterpCubic computes them in dtype t: the
+// source position is not clamped at 0; the taps are clamped to the edges.
+Cubic cubic_index(Context& cx, size_t scale_arg, int64_t in, int64_t out, bool align_corners, DType t) {
+  auto& b = cx.b;
+  Value o = b.convert(b.iota({DType::I64, {out}}, 0), t);
+  Value src;
+  if (align_corners) {
+    double scale = out > 1 ? ratio(in - 1, out - 1, t) : 0.0;
+    src = b.mul(o, b.constant(scale, t));
+  } else {
+    Value half = b.constant(0.5, t);
+    Value scale = scale_value(cx, scale_arg, in, out, t);
+    src = b.sub(b.mul(scale, b.add(o, half)), half);
+  }
+  Value last = b.constant(static_cast<double>(in - 1), DType::I64);
+  Value i0 = b.min(b.convert(b.unary("stablehlo.floor", src), DType::I64), last);
+  Value zero = b.constant(0, t), one = b.constant(1, t);
+  Value lam = b.clamp(zero, b.sub(src, b.convert(i0, t)), one);
+  double a = -0.75;
+  Value A = b.constant(a, t);
+  // ((A + 2) x - (A + 3)) x x + 1 for |x| <= 1
+  auto conv1 = [&](Value x) {
+    Value p = b.sub(b.mul(b.constant(a + 2, t), x), b.constant(a + 3, t));
+    return b.add(b.mul(b.mul(p, x), x), one);
+  };
+  // ((A x - 5 A) x + 8 A) x - 4 A for 1 < |x| < 2
+  auto conv2 = [&](Value x) {
+    Value p = b.sub(b.mul(A, x), b.constant(5 * a, t));
+    Value q = b.add(b.mul(p, x), b.constant(8 * a, t));
+    return b.sub(b.mul(q, x), b.constant(4 * a, t));
+  };
+  Cubic c;
+  c.w[0] = conv2(b.add(lam, one));
+  c.w[1] = conv1(lam);
+  Value rest = b.sub(one, lam);
+  c.w[2] = conv1(rest);
+  c.w[3] = conv2(b.add(rest, one));
+  Value lo = b.constant(0, DType::I64);
+  for (int k = 0; k < 4; ++k)
+    c.idx[k] = b.clamp(lo, b.add(i0, b.constant(static_cast<double>(k - 1), DType::I64)), last);
+  return c;
+}
+
+// upsample_bicubic2d(self, output_size, align_corners, scales_h?, scales_w?):
+// separable, last dim first, in the compute dtype.
+V upsample_bicubic2d(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  int64_t lead = in.rank() - 2;
+  if (lead < 1) cx.fail("input has too few dims");
+  Dims out = expand(cx, cx.ints(1), 2, "output_size");
+  bool align = cx.flag(2);
+  DType t = hlo::opmath_type(float_type(in.dtype()));
+  Value x = b.convert(in, t);
+  for (int64_t i = 1; i >= 0; --i) {
+    int64_t d = lead + i;
+    Cubic c = cubic_index(cx, 3 + i, x.dims()[d], out[i], align, t);
+    Value acc;
+    for (int k = 0; k < 4; ++k) {
+      Value xk = b.take_along(x, c.idx[k], d);
+      Value term = b.mul(xk, b.broadcast_in_dim(c.w[k], xk.dims(), {d}));
+      acc = k ? b.add(acc, term) : term;
+    }
+    x = acc;
+  }
+  return {b.convert(x, in.dtype())};
+}
+
+// upsample_bicubic2d_backward(grad_output, output_size, input_size,
+//   align_corners, scales_h?, scales_w?): each tap's weighted gradient summed
+//   back into its source row, one dim at a time.
+V upsample_bicubic2d_backward(Context& cx) {
+  auto& b = cx.b;
+  Value go = cx.tensor(0);
+  const auto& in = cx.ints(2);
+  int64_t lead = go.rank() - 2;
+  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
+  bool align = cx.flag(3);
+  DType t = hlo::opmath_type(float_type(go.dtype()));
+  Value g = b.convert(go, t);
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t d = lead + i;
+    Cubic c = cubic_index(cx, 4 + i, in[d], go.dims()[d], align, t);
+    Value acc;
+    for (int k = 0; k < 4; ++k) {
+      Value gk = scatter_rows(b, b.mul(g, b.broadcast_in_dim(c.w[k], g.dims(), {d})), d, c.idx[k], in[d]);
+      acc = k ? b.add(acc, gk) : gk;
+    }
+    g = acc;
+  }
+  return {b.convert(g, go.dtype())};
+}
+
 // ---- max_unpool
 
 // max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices,
@@ -593,6 +693,8 @@ V max_unpool(Context& cx) {
 std::vector<Entry> pool_lowerings() {
   return {
       {"aten::max_unpool2d", max_unpool<2>},
+      {"aten::upsample_bicubic2d", upsample_bicubic2d},
+      {"aten::upsample_bicubic2d_backward", upsample_bicubic2d_backward},
       {"aten::max_unpool3d", max_unpool<3>},
       {"aten::max_pool2d_with_indices", max_pool_with_indices<2>},
       {"aten::max_pool3d_with_indices", max_pool_with_indices<3>},

@@ -319,3 +319,34 @@ def test_multilabel_margin_loss(reduction):
         check(fn, x, y, grad=True)
         check(fn, randn(5, 3, scale=1.0).t(), y, grad=True)  # non-contiguous
         check(fn, x[0], y[0], grad=True)  # one sample
+
+
+# ---------------------------------------------------------------- bicubic
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(size=(7, 5), align_corners=False),
+        dict(size=(3, 9), align_corners=True),
+        dict(scale_factor=1.7, align_corners=False),
+        dict(scale_factor=(0.6, 2.5), align_corners=False, recompute_scale_factor=False),
+        dict(size=(1, 1), align_corners=True),
+    ],
+)
+def test_interpolate_bicubic(kw, dtype):
+    x = randn(2, 3, 4, 6, dtype=dtype)
+    with lowered():
+        check(lambda a: F.interpolate(a, mode="bicubic", **kw), x, grad=True)
+        check(lambda a: F.interpolate(a, mode="bicubic", **kw), x.transpose(2, 3), grad=True)  # non-contiguous
+
+
+def test_upsample_bicubic_out():
+    def fn(a):
+        o = torch.empty(0, device=a.device)
+        torch._C._nn.upsample_bicubic2d(a, (5, 5), False, out=o)
+        return o
+
+    with lowered():
+        check(fn, randn(1, 2, 3, 4))
