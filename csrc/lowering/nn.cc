@@ -932,6 +932,222 @@ V multilabel_margin_loss_backward(Context& cx) {
   return {b.convert(b.reshape(grad, self.dims()), out)};
 }
 
+// ---- pairwise distances (ATen/native/Distance.cpp, cpu/DistanceOpsKernel.cpp)
+
+// p arrives at run time, so the lowerings compute every special case PyTorch
+// has (0, 1, 2, inf, general) and select by p.
+struct PNorm {
+  Value is0, is1, is2, is_inf, lt2;  // rank-0 i1
+};
+PNorm p_cases(hlo::Builder& b, Value p) {
+  DType t = p.dtype();
+  return {b.compare(p, b.constant(0, t), "EQ"), b.compare(p, b.constant(1, t), "EQ"),
+          b.compare(p, b.constant(2, t), "EQ"), b.compare(p, b.constant(INFINITY, t), "EQ"),
+          b.compare(p, b.constant(2, t), "LT")};
+}
+Value pick_p(hlo::Builder& b, const Value& pred, Value on, Value off) {
+  return b.select(b.broadcast_to(pred, on.dims()), on, off);
+}
+
+// Distances over the last dim of `diff` ([..., M]) for a runtime p.
+Value p_distance(hlo::Builder& b, Value diff, Value p) {
+  DType t = diff.dtype();
+  int64_t last = diff.rank() - 1;
+  Value a = b.abs(diff);
+  PNorm c = p_cases(b, p);
+  Value d0 = sum(b, b.convert(b.compare(diff, b.constant(0, t), "NE"), t), {last});
+  Value d1 = sum(b, a, {last});
+  Value d2 = b.sqrt(sum(b, b.mul(a, a), {last}));
+  Value dinf = b.reduce(a, b.constant(0, t), {last}, "stablehlo.maximum");
+  Value pb = b.broadcast_to(p, a.dims());
+  Value sp = sum(b, b.binary("stablehlo.power", a, pb), {last});
+  Value dp = b.binary("stablehlo.power", sp, b.broadcast_to(b.div(b.constant(1, t), p), sp.dims()));
+  Value r = pick_p(b, c.is_inf, dinf, dp);
+  r = pick_p(b, c.is2, d2, r);
+  r = pick_p(b, c.is1, d1, r);
+  return pick_p(b, c.is0, d0, r);
+}
+
+// d dist / d diff for each element of `diff` ([..., M]) given its distance
+// `dist` (broadcast to diff), as cdist's backward kernels compute it.
+Value p_distance_grad(hlo::Builder& b, Value diff, Value dist, Value p) {
+  DType t = diff.dtype();
+  Value zero = b.constant(0, t), one = b.constant(1, t);
+  Value a = b.abs(diff);
+  Value sign = b.unary("stablehlo.sign", diff);
+  PNorm c = p_cases(b, p);
+  Value pb = b.broadcast_to(p, a.dims());
+  Value dist_is0 = b.compare(dist, zero, "EQ");
+  Value dpow = b.binary("stablehlo.power", dist, b.sub(pb, b.broadcast_to(one, pb.dims())));
+  Value lt2 = b.div(b.mul(sign, b.binary("stablehlo.power", a, b.sub(pb, b.broadcast_to(one, pb.dims())))), dpow);
+  Value lt2_zero =
+      b.or_(dist_is0, b.and_(b.compare(diff, zero, "EQ"), b.broadcast_to(b.compare(p, one, "LT"), a.dims())));
+  lt2 = b.select(lt2_zero, b.broadcast_to(zero, a.dims()), lt2);
+  Value two = b.div(diff, dist);
+  two = b.select(dist_is0, b.broadcast_to(zero, a.dims()), two);
+  Value inf = b.mul(sign, b.convert(b.compare(a, dist, "EQ"), t));
+  Value pm2 = b.sub(pb, b.broadcast_to(b.constant(2, t), pb.dims()));
+  Value gen = b.div(b.mul(diff, b.binary("stablehlo.power", a, pm2)), dpow);
+  gen = b.select(dist_is0, b.broadcast_to(zero, a.dims()), gen);
+  Value r = pick_p(b, c.is_inf, inf, gen);
+  r = pick_p(b, c.is2, two, r);
+  r = pick_p(b, c.lt2, lt2, r);
+  r = pick_p(b, c.is1, sign, r);
+  return pick_p(b, c.is0, b.broadcast_to(zero, a.dims()), r);
+}
+
+// x1 [B..., P, M] and x2 [B..., R, M] with their batch dims broadcast.
+std::pair<Value, Value> cdist_operands(Context& cx, Value x1, Value x2) {
+  auto& b = cx.b;
+  if (x1.rank() < 2 || x2.rank() < 2) cx.fail("cdist only supports at least 2D tensors");
+  if (x1.dims().back() != x2.dims().back()) cx.fail("X1 and X2 must have the same number of columns.");
+  Dims b1(x1.dims().begin(), x1.dims().end() - 2), b2(x2.dims().begin(), x2.dims().end() - 2);
+  Dims batch = hlo::broadcast_shapes(b1, b2);
+  Dims d1 = batch, d2 = batch;
+  d1.insert(d1.end(), x1.dims().end() - 2, x1.dims().end());
+  d2.insert(d2.end(), x2.dims().end() - 2, x2.dims().end());
+  return {b.broadcast_to(x1, d1), b.broadcast_to(x2, d2)};
+}
+
+// x1[..., P, None, M] - x2[..., None, R, M]
+Value pair_diff(hlo::Builder& b, Value x1, Value x2) {
+  int64_t k = x1.rank();
+  Dims full(x1.dims().begin(), x1.dims().end() - 1);
+  full.push_back(x2.dims()[k - 2]);
+  full.push_back(x1.dims().back());
+  Dims m1, m2;
+  for (int64_t i = 0; i < k - 1; ++i) m1.push_back(i);
+  m1.push_back(k);
+  for (int64_t i = 0; i < k - 2; ++i) m2.push_back(i);
+  m2.push_back(k - 1);
+  m2.push_back(k);
+  return b.sub(b.broadcast_in_dim(x1, full, m1), b.broadcast_in_dim(x2, full, m2));
+}
+
+// _cdist_forward(x1, x2, p, compute_mode?) -> [B..., P, R]. For p = 2 with
+// compute_mode 1, or none/0 with more than 25 rows, CPU uses the matrix
+// product form sqrt(max(|x1|^2 + |x2|^2 - 2 x1.x2, 0)); so do we.
+V cdist_forward(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  if (!hlo::is_floating(out)) cx.fail("cdist only supports floating-point dtypes");
+  auto [x1, x2] = cdist_operands(cx, cx.as(0, t), cx.as(1, t));
+  Value p = cx.as(2, t);
+  int64_t mode = cx.integer_or(3, 0);
+  int64_t k = x1.rank(), rp = x1.dims()[k - 2], rr = x2.dims()[k - 2];
+  Value r = p_distance(b, pair_diff(b, x1, x2), p);
+  if (mode == 1 || (mode == 0 && (rp > 25 || rr > 25))) {
+    Dims batch;
+    for (int64_t i = 0; i < k - 2; ++i) batch.push_back(i);
+    Value n1 = sum(b, b.mul(x1, x1), {k - 1}), n2 = sum(b, b.mul(x2, x2), {k - 1});
+    Value dot = b.dot_general(x1, x2, batch, batch, {k - 1}, {k - 1}, t);
+    Dims full = dot.dims(), keep1 = batch, keep2 = batch;
+    keep1.push_back(k - 2);
+    keep2.push_back(k - 1);
+    Value sq = b.add(b.add(b.mul(b.constant(-2, t), dot), b.broadcast_in_dim(n1, full, keep1)),
+                     b.broadcast_in_dim(n2, full, keep2));
+    Value mm = b.sqrt(at_least(b, sq, b.constant(0, t)));
+    r = pick_p(b, p_cases(b, p).is2, mm, r);
+  }
+  return {b.convert(r, out)};
+}
+
+// grad_x1[..., p, m] = sum_r f(x1[p, m] - x2[r, m], dist[p, r]) * grad[p, r]
+Value cdist_grad(hlo::Builder& b, Value g, Value x1, Value x2, Value p, Value dist) {
+  Value diff = pair_diff(b, x1, x2);
+  int64_t k = diff.rank();
+  Dims keep;
+  for (int64_t i = 0; i < k - 1; ++i) keep.push_back(i);
+  Value f = p_distance_grad(b, diff, b.broadcast_in_dim(dist, diff.dims(), keep), p);
+  return sum(b, b.mul(f, b.broadcast_in_dim(g, diff.dims(), keep)), {k - 2});
+}
+
+// _cdist_backward(grad, x1, x2, p, cdist) -> grad_x1
+V cdist_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(out);
+  auto [x1, x2] = cdist_operands(cx, cx.as(1, t), cx.as(2, t));
+  Value r = cdist_grad(b, cx.as(0, t), x1, x2, cx.as(3, t), cx.as(4, t));
+  // sum over batch dims x1 was broadcast along
+  Dims red;
+  int64_t lead = r.rank() - self.rank();
+  for (int64_t i = 0; i < r.rank() - 2; ++i)
+    if (i < lead || self.dims()[i - lead] != r.dims()[i]) red.push_back(i);
+  if (!red.empty()) r = b.reshape(sum(b, r, red), self.dims());
+  return {b.convert(r, out)};
+}
+
+// Row i and column j (i < j) of each condensed pair position k of n rows:
+// i from the quadratic formula in f64, then corrected by one either way;
+// start(i) = n i - i (i + 1) / 2 is the position of pair (i, i + 1).
+std::pair<Value, Value> pdist_rows(hlo::Builder& b, int64_t n, int64_t len) {
+  TensorType it{DType::I64, {len}};
+  Value k = b.iota(it, 0);
+  auto c = [&](double v) { return b.full(v, it); };
+  Value kd = b.convert(k, DType::F64);
+  Value m = b.full(static_cast<double>(2 * n - 1), {DType::F64, {len}});
+  Value disc = b.sub(b.mul(m, m), b.mul(b.full(8, {DType::F64, {len}}), kd));
+  Value root = b.sqrt(at_least(b, disc, b.full(0, disc.type)));
+  Value i = b.convert(b.unary("stablehlo.floor", b.div(b.sub(m, root), b.full(2, disc.type))), DType::I64);
+  auto start = [&](Value r) {
+    return b.sub(b.mul(c(static_cast<double>(n)), r), b.div(b.mul(r, b.add(r, c(1))), c(2)));
+  };
+  i = b.clamp(c(0), i, c(static_cast<double>(n - 2)));
+  i = b.select(b.compare(start(b.add(i, c(1))), k, "LE"), b.add(i, c(1)), i);
+  i = b.select(b.compare(start(i), k, "GT"), b.sub(i, c(1)), i);
+  Value j = b.add(b.add(b.sub(k, start(i)), i), c(1));
+  return {i, j};
+}
+
+// Condensed pair position of (i, j) in an [n, n] matrix, -1 on the diagonal
+// and symmetric: i < j -> n i - i (i + 1) / 2 + j - i - 1.
+Value pair_position(hlo::Builder& b, int64_t n) {
+  TensorType m{DType::I64, {n, n}};
+  Value i = b.iota(m, 0), j = b.iota(m, 1);
+  Value lo = b.min(i, j), hi = b.max(i, j);
+  Value nn = b.constant(static_cast<double>(n), DType::I64), one = b.constant(1, DType::I64);
+  Value two = b.constant(2, DType::I64);
+  Value pos = b.sub(b.sub(b.add(b.sub(b.mul(nn, lo), b.div(b.mul(lo, b.add(lo, one)), two)), hi), lo), one);
+  return b.select(b.compare(i, j, "EQ"), b.full(-1, m), pos);
+}
+
+// _pdist_forward(self [N, M], p) -> [N (N - 1) / 2]
+V pdist_forward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  if (self.rank() != 2) cx.fail("pdist only supports 2D tensors, got: " + std::to_string(self.rank()) + "D");
+  DType out = self.dtype(), t = hlo::opmath_type(out);
+  int64_t n = self.dims()[0], m = self.dims()[1];
+  int64_t len = n * (n - 1) / 2;
+  if (len == 0 || m == 0) return {b.full(0, {out, {len}})};
+  auto [is, js] = pdist_rows(b, n, len);
+  Value x = b.convert(self, t);
+  Value xi = b.take_along(x, is, 0), xj = b.take_along(x, js, 0);
+  return {b.convert(p_distance(b, b.sub(xi, xj), cx.as(1, t)), out)};
+}
+
+// _pdist_backward(grad, self, p, pdist) -> [N, M]: cdist's backward of self
+// against itself with the condensed grad/dist spread over a symmetric
+// matrix (0 on the diagonal).
+V pdist_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(out);
+  int64_t n = self.dims()[0];
+  if (n < 2) return {b.full(0, {out, self.dims()})};
+  Value pos = pair_position(b, n);
+  Value safe = b.max(pos, b.full(0, pos.type));
+  Value diag = b.compare(pos, b.full(-1, pos.type), "EQ");
+  auto spread = [&](Value v) {
+    Value full = b.reshape(b.take_along(v, b.reshape(safe, {n * n}), 0), {n, n});
+    return b.select(diag, b.full(0, full.type), full);
+  };
+  Value x = b.convert(self, t);
+  Value g = spread(cx.as(0, t)), dist = spread(cx.as(3, t));
+  return {b.convert(cdist_grad(b, g, x, x, cx.as(2, t), dist), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> nn_lowerings() {
@@ -982,6 +1198,10 @@ std::vector<Entry> nn_lowerings() {
       {"aten::smooth_l1_loss_backward", smooth_l1_loss_backward},
       {"aten::channel_shuffle", channel_shuffle},
       {"aten::multi_margin_loss", multi_margin_loss},
+      {"aten::_cdist_forward", cdist_forward},
+      {"aten::_cdist_backward", cdist_backward},
+      {"aten::_pdist_forward", pdist_forward},
+      {"aten::_pdist_backward", pdist_backward},
       {"aten::multi_margin_loss_backward", multi_margin_loss_backward},
       {"aten::multilabel_margin_loss_forward", multilabel_margin_loss_forward},
       {"aten::multilabel_margin_loss_backward", multilabel_margin_loss_backward},

@@ -350,3 +350,35 @@ def test_upsample_bicubic_out():
 
     with lowered():
         check(fn, randn(1, 2, 3, 4))
+
+
+# ---------------------------------------------------------------- distances
+
+PS = [0.0, 1.0, 1.5, 2.0, 3.0, INF]
+
+
+@pytest.mark.parametrize("p", PS)
+def test_cdist(p):
+    x1, x2 = randn(2, 4, 3, scale=1.0), randn(2, 5, 3, scale=1.0)
+    x2[0, 1] = x1[0, 2]  # a zero distance
+    with lowered():
+        check(lambda a, b: torch.cdist(a, b, p=p), x1, x2, grad=p != 0.0)
+        check(lambda a, b: torch.cdist(a, b, p=p), randn(3, 4, scale=1.0).t(), randn(6, 3, scale=1.0), grad=True)
+        check(lambda a, b: torch.cdist(a, b, p=p), randn(1, 4, 3), randn(3, 2, 3), grad=True)  # batch broadcast
+
+
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"])
+def test_cdist_compute_modes(mode):
+    x1, x2 = randn(30, 4, scale=1.0), randn(27, 4, scale=1.0)
+    with lowered():
+        check(lambda a, b: torch.cdist(a, b, compute_mode=mode), x1, x2, grad=True, atol=1e-4)
+        check(lambda a, b: torch.cdist(a, b), x1, x2, grad=True, atol=1e-4)  # > 25 rows: mm
+
+
+@pytest.mark.parametrize("n", [2, 5, 9])
+@pytest.mark.parametrize("p", PS)
+def test_pdist(p, n):
+    x = randn(n, 3, scale=1.0)
+    with lowered():
+        check(lambda a: F.pdist(a, p=p), x, grad=p != 0.0)
+        check(lambda a: F.pdist(a, p=p), randn(3, n, scale=1.0).t(), grad=p != 0.0)  # non-contiguous
