@@ -1148,6 +1148,61 @@ V pdist_backward(Context& cx) {
   return {b.convert(cdist_grad(b, g, x, x, cx.as(2, t), dist), out)};
 }
 
+// ---- rrelu
+
+// Uniform floats in [0, 1) of f32/f64 dtype t from the top significand-many
+// bits of rng_bit_generator; advances `state`.
+Value uniform_unit(hlo::Builder& b, Value& state, const Dims& dims, DType t) {
+  bool wide = hlo::byte_size(t) == 8;
+  DType bits = wide ? DType::U64 : DType::U32;
+  int digits = wide ? 53 : 24;
+  TensorType type{bits, dims};
+  if (type.numel() == 0) return b.full(0, {t, dims});
+  auto [next, r] = b.rng_bit_generator(state, {bits, {type.numel()}});
+  state = next;
+  Value shifted = b.binary("stablehlo.shift_right_logical", b.reshape(r, dims),
+                           b.constant(static_cast<double>(hlo::byte_size(bits) * 8 - digits), bits));
+  return b.mul(b.convert(shifted, t), b.constant(std::ldexp(1.0, -digits), t));
+}
+
+// rrelu_with_noise(self, noise!, lower, upper, training, generator?) ->
+// result, then the new noise. Training: x <= 0 gets a slope r ~ U(lower,
+// upper) (recorded in noise), x > 0 noise 1; eval: leaky_relu with slope
+// (lower + upper) / 2 and noise unchanged.
+V rrelu_with_noise(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  if (!hlo::is_floating(out)) cx.fail("rrelu is not implemented for integer inputs");
+  DType t = x.dtype();
+  Value lo = cx.as(2, t), hi = cx.as(3, t);
+  Value nonpos = b.compare(x, k(b, 0, x), "LE");
+  if (!cx.flag(4)) {
+    Value slope = b.div(b.add(lo, hi), b.constant(2, t));
+    return {b.convert(b.select(nonpos, b.mul(x, slope), x), out), cx.tensor(1)};
+  }
+  Value state = cx.rng(5);
+  Value r = b.add(lo, b.mul(b.sub(hi, lo), uniform_unit(b, state, x.dims(), t)));
+  Value noise = b.select(nonpos, r, b.full(1, x.type));
+  Value y = b.select(nonpos, b.mul(x, r), x);
+  return {b.convert(y, out), b.convert(noise, cx.tensor(1).dtype())};
+}
+
+// rrelu_with_noise_backward(grad_output, self, noise, lower, upper, training,
+//   self_is_result): g * noise when training with upper - lower > 1e-6, else
+//   leaky_relu's backward with slope (lower + upper) / 2.
+V rrelu_with_noise_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  DType t = x.dtype();
+  Value lo = cx.as(3, t), hi = cx.as(4, t);
+  Value slope = b.div(b.add(lo, hi), b.constant(2, t));
+  Value leaky = b.select(b.compare(x, k(b, 0, x), "GT"), g, b.mul(g, slope));
+  if (!cx.flag(5)) return {b.convert(leaky, out)};
+  Value random = b.compare(b.sub(hi, lo), b.constant(1e-6, t), "GT");
+  Value noisy = b.mul(g, cx.as(2, t));
+  return {b.convert(b.select(b.broadcast_to(random, noisy.dims()), noisy, leaky), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> nn_lowerings() {
@@ -1197,6 +1252,8 @@ std::vector<Entry> nn_lowerings() {
       {"aten::smooth_l1_loss", smooth_l1_loss},
       {"aten::smooth_l1_loss_backward", smooth_l1_loss_backward},
       {"aten::channel_shuffle", channel_shuffle},
+      {"aten::rrelu_with_noise", rrelu_with_noise},
+      {"aten::rrelu_with_noise_backward", rrelu_with_noise_backward},
       {"aten::multi_margin_loss", multi_margin_loss},
       {"aten::_cdist_forward", cdist_forward},
       {"aten::_cdist_backward", cdist_backward},

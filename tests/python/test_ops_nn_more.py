@@ -382,3 +382,39 @@ def test_pdist(p, n):
     with lowered():
         check(lambda a: F.pdist(a, p=p), x, grad=p != 0.0)
         check(lambda a: F.pdist(a, p=p), randn(3, n, scale=1.0).t(), grad=p != 0.0)  # non-contiguous
+
+
+# ---------------------------------------------------------------- rrelu
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rrelu_eval(dtype):
+    with lowered():
+        check(lambda a: F.rrelu(a, 0.1, 0.4, training=False), randn(4, 5, dtype=dtype), grad=True)
+        check(lambda a: F.rrelu(a, 0.1, 0.4, training=False), transposed(dtype), grad=True)
+
+
+def test_rrelu_training_slopes_in_range_and_grad_is_noise():
+    x = torch.randn(200, 3, device="tpu").requires_grad_()
+    with lowered():
+        y = F.rrelu(x, 0.2, 0.3, training=True)
+        y.sum().backward()
+        xc, yc, gc = x.detach().cpu(), y.detach().cpu(), x.grad.cpu()
+    neg = xc <= 0
+    slope = yc[neg] / xc[neg]
+    assert ((slope >= 0.2 - 1e-6) & (slope <= 0.3 + 1e-6)).all()
+    assert slope.std() > 0  # really random
+    assert torch.equal(yc[~neg], xc[~neg])
+    torch.testing.assert_close(gc[neg], slope)
+    assert (gc[~neg] == 1).all()
+
+
+def test_rrelu_with_noise_writes_noise():
+    x = torch.randn(50, device="tpu")
+    noise = torch.zeros(50, device="tpu")
+    with lowered():
+        y = torch.ops.aten.rrelu_with_noise(x, noise, 0.1, 0.5, True)
+        torch_pjrt.synchronize()
+    xc, nc = x.cpu(), noise.cpu()
+    assert torch.equal(nc[xc > 0], torch.ones(int((xc > 0).sum())))
+    torch.testing.assert_close(y.cpu(), xc * nc)
