@@ -652,6 +652,84 @@ V upsample_bicubic2d_backward(Context& cx) {
   return {b.convert(g, go.dtype())};
 }
 
+// ---- antialiased bilinear
+
+// The [out, in] weight matrix of _upsample_bilinear2d_aa along one dim, as
+// PyTorch's _compute_weights_aa builds it in dtype t: a triangle filter
+// stretched by the scale when downsampling, over the window
+// [trunc(center - support + 0.5), trunc(center + support + 0.5)), normalised
+// to sum 1 per output row.
+Value aa_weights(Context& cx, size_t scale_arg, int64_t in, int64_t out, bool align_corners, DType t) {
+  auto& b = cx.b;
+  Value scale =
+      align_corners ? b.constant(out > 1 ? ratio(in - 1, out - 1, t) : 0.0, t) : scale_value(cx, scale_arg, in, out, t);
+  Value one = b.constant(1, t), zero = b.constant(0, t);
+  Value down = b.compare(scale, one, "GE");
+  Value support = b.select(down, scale, one);  // interp_size / 2 = 1, times scale when >= 1
+  Value invscale = b.select(down, b.div(one, scale), one);
+  TensorType m{t, {out, in}};
+  Value o = b.iota(m, 0), a = b.iota(m, 1);
+  Value center = b.mul(b.broadcast_to(scale, m.dims), b.add(o, b.full(0.5, m)));
+  Value sup = b.broadcast_to(support, m.dims), hm = b.full(0.5, m);
+  Value xmin = b.max(b.unary("stablehlo.floor", b.add(b.sub(center, sup), hm)), b.full(0, m));
+  Value xmax = b.min(b.unary("stablehlo.floor", b.add(b.add(center, sup), hm)), b.full(static_cast<double>(in), m));
+  Value inside = b.and_(b.compare(a, xmin, "GE"), b.compare(a, xmax, "LT"));
+  Value arg = b.abs(b.mul(b.add(b.sub(a, center), hm), b.broadcast_to(invscale, m.dims)));
+  Value w = b.select(b.compare(arg, b.full(1, m), "LT"), b.sub(b.full(1, m), arg), b.full(0, m));
+  w = b.select(inside, w, b.full(0, m));
+  Value total = b.broadcast_in_dim(b.reduce(w, zero, {1}, "stablehlo.add"), m.dims, {0});
+  return b.select(b.compare(total, b.full(0, m), "EQ"), w, b.div(w, total));
+}
+
+// x with dim d (size in) mapped through w [out, in]; dim d keeps its place.
+Value apply_rows(hlo::Builder& b, Value x, Value w, int64_t d) {
+  Value r = b.dot_general(x, w, {}, {}, {d}, {1}, x.dtype());
+  Dims perm;
+  for (int64_t i = 0; i < x.rank() - 1; ++i) {
+    if (i == d) perm.push_back(x.rank() - 1);
+    perm.push_back(i);
+  }
+  if (d == x.rank() - 1) perm.push_back(x.rank() - 1);
+  return b.transpose(r, perm);
+}
+
+// _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h?,
+//   scales_w?): separable, width first.
+V upsample_bilinear2d_aa(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  int64_t lead = in.rank() - 2;
+  if (lead < 1) cx.fail("input has too few dims");
+  Dims out = expand(cx, cx.ints(1), 2, "output_size");
+  bool align = cx.flag(2);
+  DType t = hlo::opmath_type(float_type(in.dtype()));
+  Value x = b.convert(in, t);
+  for (int64_t i = 1; i >= 0; --i) {
+    int64_t d = lead + i;
+    x = apply_rows(b, x, aa_weights(cx, 3 + i, x.dims()[d], out[i], align, t), d);
+  }
+  return {b.convert(x, in.dtype())};
+}
+
+// _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size,
+//   align_corners, scales_h?, scales_w?): the transposed weights.
+V upsample_bilinear2d_aa_backward(Context& cx) {
+  auto& b = cx.b;
+  Value go = cx.tensor(0);
+  const auto& in = cx.ints(2);
+  int64_t lead = go.rank() - 2;
+  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
+  bool align = cx.flag(3);
+  DType t = hlo::opmath_type(float_type(go.dtype()));
+  Value g = b.convert(go, t);
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t d = lead + i;
+    Value w = aa_weights(cx, 4 + i, in[d], go.dims()[d], align, t);
+    g = apply_rows(b, g, b.transpose(w, {1, 0}), d);
+  }
+  return {b.convert(g, go.dtype())};
+}
+
 // ---- max_unpool
 
 // max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices,
@@ -694,6 +772,8 @@ std::vector<Entry> pool_lowerings() {
   return {
       {"aten::max_unpool2d", max_unpool<2>},
       {"aten::upsample_bicubic2d", upsample_bicubic2d},
+      {"aten::_upsample_bilinear2d_aa", upsample_bilinear2d_aa},
+      {"aten::_upsample_bilinear2d_aa_backward", upsample_bilinear2d_aa_backward},
       {"aten::upsample_bicubic2d_backward", upsample_bicubic2d_backward},
       {"aten::max_unpool3d", max_unpool<3>},
       {"aten::max_pool2d_with_indices", max_pool_with_indices<2>},

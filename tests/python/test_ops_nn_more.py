@@ -418,3 +418,21 @@ def test_rrelu_with_noise_writes_noise():
     xc, nc = x.cpu(), noise.cpu()
     assert torch.equal(nc[xc > 0], torch.ones(int((xc > 0).sum())))
     torch.testing.assert_close(y.cpu(), xc * nc)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # CPU has no bfloat16 antialias kernel
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(size=(3, 2), align_corners=False),
+        dict(size=(9, 13), align_corners=False),
+        dict(size=(2, 5), align_corners=True),
+        dict(scale_factor=0.45, align_corners=False),
+        dict(scale_factor=(0.3, 1.6), align_corners=False, recompute_scale_factor=False),
+    ],
+)
+def test_interpolate_bilinear_antialias(kw, dtype):
+    x = randn(2, 3, 8, 7, dtype=dtype)
+    with lowered():
+        check(lambda a: F.interpolate(a, mode="bilinear", antialias=True, **kw), x, grad=True)
+        check(lambda a: F.interpolate(a, mode="bilinear", antialias=True, **kw), x.transpose(2, 3), grad=True)
