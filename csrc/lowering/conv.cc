@@ -229,10 +229,118 @@ V convolution_backward(Context& cx) {
   return {gi, gw, gb};
 }
 
+// ---- im2col / col2im (nn.functional.unfold / fold)
+
+// The 2-d window geometry of im2col/col2im: kernel, dilation, padding and
+// stride per spatial dim, checked positive as on CPU.
+struct Window2d {
+  Dims k, d, p, s;
+};
+Window2d window2d(Context& cx, size_t first) {
+  Window2d w{cx.ints(first), cx.ints(first + 1), cx.ints(first + 2), cx.ints(first + 3)};
+  for (const Dims* v : {&w.k, &w.d, &w.p, &w.s})
+    if (v->size() != 2) cx.fail("It is expected kernel_size, dilation, padding and stride to have 2 elements each");
+  for (int i = 0; i < 2; ++i) {
+    if (w.k[i] <= 0)
+      cx.fail("kernel_size should be greater than zero, but got kernel_height: " + std::to_string(w.k[0]) +
+              " kernel_width: " + std::to_string(w.k[1]));
+    if (w.d[i] <= 0)
+      cx.fail("dilation should be greater than zero, but got dilation_height: " + std::to_string(w.d[0]) +
+              " dilation_width: " + std::to_string(w.d[1]));
+    if (w.s[i] <= 0)
+      cx.fail("stride should be greater than zero, but got stride_height: " + std::to_string(w.s[0]) +
+              " stride_width: " + std::to_string(w.s[1]));
+    if (w.p[i] < 0)
+      cx.fail("padding should be non-negative, but got pad_height: " + std::to_string(w.p[0]) +
+              " pad_width: " + std::to_string(w.p[1]));
+  }
+  return w;
+}
+// Number of window positions along spatial dim i of a size-n input.
+int64_t blocks(const Window2d& w, int i, int64_t n) {
+  return (n + 2 * w.p[i] - (w.d[i] * (w.k[i] - 1) + 1)) / w.s[i] + 1;
+}
+
+// im2col(self [N?, C, H, W], kernel_size, dilation, padding, stride)
+//   -> [N?, C * kh * kw, L]; column c * kh * kw + i * kw + j holds
+//   x[c, i * dh + oh * sh - ph, j * dw + ow * sw - pw] (0 in the padding).
+V im2col(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  bool batched = x.rank() == 4;
+  if (x.rank() != 3 && x.rank() != 4)
+    cx.fail("Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions");
+  if (!batched) x = b.reshape(x, {1, x.dims()[0], x.dims()[1], x.dims()[2]});
+  Window2d w = window2d(cx, 1);
+  int64_t n = x.dims()[0], c = x.dims()[1], oh = blocks(w, 0, x.dims()[2]), ow = blocks(w, 1, x.dims()[3]);
+  if (oh < 1 || ow < 1)
+    cx.fail("Given input with spatial size (" + std::to_string(x.dims()[2]) + ", " + std::to_string(x.dims()[3]) +
+            "), calculated shape of the array of sliding blocks as (" + std::to_string(oh) + ", " + std::to_string(ow) +
+            "), which is too small (non-positive)");
+  Value xp = b.pad(x, b.constant(0, x.dtype()), {0, 0, w.p[0], w.p[1]}, {0, 0, w.p[0], w.p[1]}, {0, 0, 0, 0});
+  std::vector<Value> cols;
+  for (int64_t i = 0; i < w.k[0]; ++i)
+    for (int64_t j = 0; j < w.k[1]; ++j) {
+      Dims start{0, 0, i * w.d[0], j * w.d[1]};
+      Dims limit{n, c, start[2] + (oh - 1) * w.s[0] + 1, start[3] + (ow - 1) * w.s[1] + 1};
+      cols.push_back(b.reshape(b.slice(xp, start, limit, {1, 1, w.s[0], w.s[1]}), {n, c, 1, oh * ow}));
+    }
+  Value r = b.reshape(b.concatenate(cols, 2), {n, c * w.k[0] * w.k[1], oh * ow});
+  if (!batched) r = b.reshape(r, {r.dims()[1], r.dims()[2]});
+  return {r};
+}
+
+// col2im(self [N?, C * kh * kw, L], output_size, kernel_size, dilation,
+//   padding, stride) -> [N?, C, H, W]: im2col's adjoint, each column summed
+//   back into the position it was read from.
+V col2im(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  bool batched = in.rank() == 3;
+  if (in.rank() != 2 && in.rank() != 3)
+    cx.fail("Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions");
+  if (!batched) in = b.reshape(in, {1, in.dims()[0], in.dims()[1]});
+  const auto& size = cx.ints(1);
+  if (size.size() != 2) cx.fail("It is expected output_size equals to 2");
+  Window2d w = window2d(cx, 2);
+  int64_t kk = w.k[0] * w.k[1], n = in.dims()[0];
+  if (in.dims()[1] % kk)
+    cx.fail(
+        "Expected size of input's dimension 1 to be divisible by the product of kernel_size, but got input.size(1)=" +
+        std::to_string(in.dims()[1]) + " and kernel_size=(" + std::to_string(w.k[0]) + ", " + std::to_string(w.k[1]) +
+        ")");
+  int64_t c = in.dims()[1] / kk, oh = blocks(w, 0, size[0]), ow = blocks(w, 1, size[1]);
+  if (oh < 1 || ow < 1 || oh * ow != in.dims()[2])
+    cx.fail(
+        "Given output_size=(" + std::to_string(size[0]) + ", " + std::to_string(size[1]) +
+        "), kernel_size, dilation, padding and stride, expected size of input's dimension 2 to match the calculated "
+        "number of sliding blocks " +
+        std::to_string(oh) + " * " + std::to_string(ow) + " = " + std::to_string(oh * ow) +
+        ", but got input.size(2)=" + std::to_string(in.dims()[2]) + ".");
+  DType t = hlo::opmath_type(in.dtype());
+  Value x = b.reshape(b.convert(in, t), {n, c, kk, oh, ow});
+  int64_t hp = size[0] + 2 * w.p[0], wp = size[1] + 2 * w.p[1];
+  Value zero = b.constant(0, t), acc = b.full(0, {t, {n, c, hp, wp}});
+  for (int64_t i = 0; i < w.k[0]; ++i)
+    for (int64_t j = 0; j < w.k[1]; ++j) {
+      int64_t q = i * w.k[1] + j;
+      Value piece = b.reshape(b.slice(x, {0, 0, q, 0, 0}, {n, c, q + 1, oh, ow}, {1, 1, 1, 1, 1}), {n, c, oh, ow});
+      int64_t h0 = i * w.d[0], w0 = j * w.d[1];
+      int64_t h1 = hp - (h0 + (oh - 1) * w.s[0] + 1), w1 = wp - (w0 + (ow - 1) * w.s[1] + 1);
+      acc = b.add(acc, b.pad(piece, zero, {0, 0, h0, w0}, {0, 0, h1, w1}, {0, 0, w.s[0] - 1, w.s[1] - 1}));
+    }
+  Value r = b.slice(acc, {0, 0, w.p[0], w.p[1]}, {n, c, w.p[0] + size[0], w.p[1] + size[1]}, {1, 1, 1, 1});
+  r = b.convert(r, in.dtype());
+  if (!batched) r = b.reshape(r, {c, size[0], size[1]});
+  return {r};
+}
+
 }  // namespace
 
 std::vector<Entry> conv_lowerings() {
   return {
+      {"aten::im2col", im2col},
+      {"aten::col2im", col2im},
       {"aten::convolution", convolution},
       {"aten::_convolution", convolution},
       {"aten::convolution_backward", convolution_backward},

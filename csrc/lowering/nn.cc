@@ -128,8 +128,7 @@ V log_softmax_backward(Context& cx) { return {softmax_backward_impl(cx, true)}; 
 Dims layer_norm_dims(Context& cx, const Value& input, const std::vector<int64_t>& normalized_shape) {
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   int64_t axis = input.rank() - k;
-  if (k == 0 || axis < 0 ||
-      !std::equal(normalized_shape.begin(), normalized_shape.end(), input.dims().begin() + axis))
+  if (k == 0 || axis < 0 || !std::equal(normalized_shape.begin(), normalized_shape.end(), input.dims().begin() + axis))
     cx.fail("input is not shaped [*, normalized_shape]");
   Dims red;
   for (int64_t i = axis; i < input.rank(); ++i) red.push_back(i);
@@ -146,7 +145,8 @@ Dims stat_dims(const Value& input, const Dims& red) {
 // dtype of layer norm's mean and rstd on CPU: the input's, or its opmath type
 // when weight/bias have another dtype (mixed precision).
 DType stat_type(Context& cx, DType in, size_t weight, size_t bias) {
-  bool mixed = (!cx.none(weight) && cx.tensor(weight).dtype() != in) || (!cx.none(bias) && cx.tensor(bias).dtype() != in);
+  bool mixed =
+      (!cx.none(weight) && cx.tensor(weight).dtype() != in) || (!cx.none(bias) && cx.tensor(bias).dtype() != in);
   return mixed ? hlo::opmath_type(in) : in;
 }
 
@@ -279,7 +279,8 @@ NllRows nll_rows(Context& cx, size_t xi, size_t wi, size_t ii, DType t) {
   Value ignore = b.constant(static_cast<double>(cx.integer(ii)), DType::I64);
   Value valid = b.compare(target, ignore, "NE");
   Value zero = b.constant(0, DType::I64);
-  Value out_of_range = b.or_(b.compare(target, zero, "LT"), b.compare(target, b.constant(static_cast<double>(c), DType::I64), "GE"));
+  Value out_of_range =
+      b.or_(b.compare(target, zero, "LT"), b.compare(target, b.constant(static_cast<double>(c), DType::I64), "GE"));
   cx.check(any_all(b, b.and_(valid, out_of_range)), "Target is out of bounds.");
   Value safe = b.clamp(zero, target, b.constant(static_cast<double>(std::max<int64_t>(c - 1, 0)), DType::I64));
   // No rows (an empty batch) or no classes: nothing to gather from.
@@ -462,6 +463,746 @@ V elu_backward(Context& cx) {
   return {b.convert(r, out)};
 }
 
+// ---- more activations (CPU kernels in ATen/native/cpu/Activation.cpp)
+
+// The input at i in its compute dtype, and the dtype to round back to.
+struct Unary {
+  Value x;
+  DType out;
+};
+Unary opmath_in(Context& cx, size_t i) {
+  Value self = cx.tensor(i);
+  return {cx.b.convert(self, hlo::opmath_type(self.dtype())), self.dtype()};
+}
+// grad_output (gi) and self (xi) promoted, in compute dtype.
+struct Binary {
+  Value g, x;
+  DType out;
+};
+Binary opmath_grad(Context& cx, size_t gi, size_t xi) {
+  DType out = cx.result_type({gi, xi}), t = hlo::opmath_type(out);
+  return {cx.as(gi, t), cx.as(xi, t), out};
+}
+
+Value k(hlo::Builder& b, double v, const Value& like) { return b.constant(v, like.dtype()); }
+
+// hardswish(x) = x * min(max(x + 3, 0), 6) / 6
+V hardswish(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.div(b.mul(x, at_most(b, at_least(b, b.add(x, k(b, 3, x)), k(b, 0, x)), k(b, 6, x))), k(b, 6, x));
+  return {b.convert(r, out)};
+}
+
+// hardswish_backward: 0 below -3, g * (x / 3 + 0.5) up to 3, g above.
+V hardswish_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value mid = b.mul(g, b.add(b.div(x, k(b, 3, x)), k(b, 0.5, x)));
+  Value r = b.select(b.compare(x, k(b, -3, x), "LT"), k(b, 0, x), b.select(b.compare(x, k(b, 3, x), "LE"), mid, g));
+  return {b.convert(r, out)};
+}
+
+// hardsigmoid(x) = min(max(x + 3, 0), 6) / 6
+V hardsigmoid(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.div(at_most(b, at_least(b, b.add(x, k(b, 3, x)), k(b, 0, x)), k(b, 6, x)), k(b, 6, x));
+  return {b.convert(r, out)};
+}
+
+// hardsigmoid_backward: g / 6 where -3 < x < 3, else 0.
+V hardsigmoid_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value inside = b.and_(b.compare(x, k(b, -3, x), "GT"), b.compare(x, k(b, 3, x), "LT"));
+  Value r = b.select(inside, b.mul(g, k(b, 1.0 / 6.0, x)), k(b, 0, x));
+  return {b.convert(r, out)};
+}
+
+// 1 / (1 + exp(-x)), as the CPU kernels spell the sigmoid.
+Value sigmoid_of(hlo::Builder& b, Value x) { return b.div(k(b, 1, x), b.add(k(b, 1, x), b.exp(b.neg(x)))); }
+
+// The two halves of x along dim (glu's a and b).
+std::pair<Value, Value> halves(Context& cx, Value x, int64_t dim) {
+  if (x.rank() == 0) cx.fail("glu does not support scalars because halving size must be even");
+  int64_t n = x.dims()[dim];
+  if (n % 2)
+    cx.fail("Halving dimension must be even, but dimension " + std::to_string(dim) + " is size " + std::to_string(n));
+  Dims start(x.rank(), 0), mid = x.dims(), step(x.rank(), 1);
+  mid[dim] = n / 2;
+  Dims start2 = start;
+  start2[dim] = n / 2;
+  return {cx.b.slice(x, start, mid, step), cx.b.slice(x, start2, x.dims(), step)};
+}
+
+// glu(self, dim) = a * sigmoid(b) for the halves a, b of self along dim
+V glu(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  if (!hlo::is_floating(out)) cx.fail("glu is not implemented for integer inputs");
+  auto [a, c] = halves(cx, x, x.rank() == 0 ? 0 : cx.dim(cx.integer(1), x.rank()));
+  return {b.convert(b.mul(a, sigmoid_of(b, c)), out)};
+}
+
+// glu_backward(grad_output, self, dim) = cat(g * s, g * a * s * (1 - s))
+V glu_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  int64_t dim = x.rank() == 0 ? 0 : cx.dim(cx.integer(2), x.rank());
+  auto [a, c] = halves(cx, x, dim);
+  Value s = sigmoid_of(b, c);
+  Value ga = b.mul(s, g);
+  Value gb = b.mul(b.mul(b.mul(b.sub(k(b, 1, s), s), s), a), g);
+  return {b.convert(b.concatenate({ga, gb}, dim), out)};
+}
+
+// _prelu_kernel(self, weight) = x > 0 ? x : w * x (weight broadcasts)
+V prelu_kernel(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value x = cx.as(0, t), w = cx.as(1, t);
+  Dims shape = hlo::broadcast_shapes(x.dims(), w.dims());
+  x = b.broadcast_to(x, shape);
+  Value r = b.select(b.compare(x, k(b, 0, x), "GT"), x, b.mul(b.broadcast_to(w, shape), x));
+  return {b.convert(r, out)};
+}
+
+// _prelu_kernel_backward(grad_output, self, weight) -> (grad_self, grad_weight),
+// both of the broadcast shape (autograd sums grad_weight down).
+V prelu_kernel_backward(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  Value g = cx.as(0, t), x = cx.as(1, t), w = cx.as(2, t);
+  Dims shape = hlo::broadcast_shapes(hlo::broadcast_shapes(x.dims(), w.dims()), g.dims());
+  g = b.broadcast_to(g, shape);
+  x = b.broadcast_to(x, shape);
+  w = b.broadcast_to(w, shape);
+  Value pos = b.compare(x, k(b, 0, x), "GT");
+  Value gi = b.select(pos, g, b.mul(w, g));
+  Value gw = b.select(pos, k(b, 0, x), b.mul(x, g));
+  return {b.convert(gi, cx.tensor(1).dtype()), b.convert(gw, cx.tensor(2).dtype())};
+}
+
+// log_sigmoid_forward(self) -> (min(x, 0) - log1p(exp(-|x|)), exp(-|x|))
+V log_sigmoid_forward(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value z = b.exp(b.neg(b.abs(x)));
+  Value lo = b.select(b.compare(x, k(b, 0, x), "LT"), x, k(b, 0, x));
+  Value r = b.sub(lo, b.unary("stablehlo.log_plus_one", z));
+  return {b.convert(r, out), b.convert(z, out)};
+}
+
+// log_sigmoid_backward(grad_output, self, buffer) =
+//   g * (max_deriv - sign * z / (1 + z)), z = exp(-|x|); x < 0: (1, 1), else (0, -1)
+V log_sigmoid_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value z = b.exp(b.neg(b.abs(x)));
+  Value q = b.div(z, b.add(k(b, 1, z), z));
+  Value r = b.select(b.compare(x, k(b, 0, x), "LT"), b.mul(g, b.sub(k(b, 1, q), q)), b.mul(g, q));
+  return {b.convert(r, out)};
+}
+
+// mish(x) = x * tanh(log1p(exp(x)))
+V mish(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.mul(x, b.tanh(b.unary("stablehlo.log_plus_one", b.exp(x))));
+  return {b.convert(r, out)};
+}
+
+// softplus(self, beta, threshold) = x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+V softplus(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value beta = cx.as(1, x.dtype()), th = cx.as(2, x.dtype());
+  Value xb = b.mul(x, beta);
+  Value soft = b.div(b.unary("stablehlo.log_plus_one", b.exp(xb)), beta);
+  return {b.convert(b.select(b.compare(xb, th, "GT"), x, soft), out)};
+}
+
+// softplus_backward(grad_output, self, beta, threshold):
+//   x * beta > threshold ? g : g * z / (z + 1), z = exp(x * beta)
+V softplus_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value xb = b.mul(x, cx.as(2, x.dtype()));
+  Value z = b.exp(xb);
+  Value soft = b.div(b.mul(g, z), b.add(z, k(b, 1, z)));
+  return {b.convert(b.select(b.compare(xb, cx.as(3, x.dtype()), "GT"), g, soft), out)};
+}
+
+// threshold(self, threshold, value) = x <= threshold ? value : x
+V threshold(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value r = b.select(b.compare(x, cx.as(1, x.dtype()), "LE"), b.broadcast_to(cx.as(2, x.dtype()), x.dims()), x);
+  return {b.convert(r, out)};
+}
+
+// softshrink(self, lambd) = x > l ? x - l : x < -l ? x + l : x * 0 (NaN stays NaN)
+V softshrink(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value l = cx.as(1, x.dtype()), nl = b.neg(l);
+  Value r =
+      b.select(b.compare(x, l, "GT"), b.sub(x, l), b.select(b.compare(x, nl, "LT"), b.add(x, l), b.mul(x, k(b, 0, x))));
+  return {b.convert(r, out)};
+}
+
+// -l <= x <= l
+Value within(hlo::Builder& b, Value x, Value l) {
+  Value above = b.compare(x, b.neg(l), "GE");
+  Value below = b.compare(x, l, "LE");
+  return b.and_(above, below);
+}
+
+// softshrink_backward / hardshrink_backward(grad_out, self, lambd) = -l <= x <= l ? 0 : g
+V shrink_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  Value r = b.select(within(b, x, cx.as(2, x.dtype())), k(b, 0, g), g);
+  return {b.convert(r, out)};
+}
+
+// hardshrink(self, lambd) = -l <= x <= l ? 0 : x
+V hardshrink(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  Value inside = within(b, x, cx.as(1, x.dtype()));
+  return {b.convert(b.select(inside, k(b, 0, x), x), out)};
+}
+
+// ---- huber and smooth L1
+
+// huber_loss(self, target, reduction, delta):
+//   z = |x - y|; z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta)
+V huber_loss(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value z = b.abs(b.sub(cx.as(0, t), cx.as(1, t)));
+  Value d = cx.as(3, t), half = b.constant(0.5, t);
+  Value loss = b.select(b.compare(z, d, "LT"), b.mul(b.mul(half, z), z), b.mul(d, b.sub(z, b.mul(half, d))));
+  return {b.convert(reduce_loss(b, loss, cx.integer(2)), out)};
+}
+
+// 1 / numel for mean reduction, else 1.
+Value loss_norm(Context& cx, const Value& self, int64_t reduction, DType t) {
+  double n = static_cast<double>(self.type.numel());
+  return cx.b.constant(reduction == kMean ? 1.0 / n : 1.0, t);
+}
+
+// huber_loss_backward(grad_output, self, target, reduction, delta):
+//   x = self - target; x < -delta: -norm * g * delta; x > delta: norm * g * delta; else norm * x * g
+V huber_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  Value x = b.sub(cx.as(1, t), cx.as(2, t)), g = cx.as(0, t), d = cx.as(4, t);
+  Value norm = loss_norm(cx, self, cx.integer(3), t);
+  Value ng = b.mul(norm, g);
+  Value r = b.select(b.compare(x, b.neg(d), "LT"), b.neg(b.mul(ng, d)),
+                     b.select(b.compare(x, d, "GT"), b.mul(ng, d), b.mul(b.mul(norm, x), g)));
+  return {b.convert(b.broadcast_to(r, hlo::broadcast_shapes(x.dims(), self.dims())), out)};
+}
+
+// smooth_l1_loss(self, target, reduction, beta):
+//   z = |x - y|; z < beta ? 0.5 * z * z / beta : z - 0.5 * beta (beta = 0: z)
+V smooth_l1_loss(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  Value z = b.abs(b.sub(cx.as(0, t), cx.as(1, t)));
+  Value beta = cx.as(3, t), half = b.constant(0.5, t);
+  Value loss = b.select(b.compare(z, beta, "LT"), b.div(b.mul(b.mul(half, z), z), beta), b.sub(z, b.mul(half, beta)));
+  return {b.convert(reduce_loss(b, loss, cx.integer(2)), out)};
+}
+
+// smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
+//   x < -beta: -norm * g; x > beta: norm * g; else norm * x * g / beta
+//   (beta = 0 is l1_loss's backward: norm * sign(x) * g)
+V smooth_l1_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  Value x = b.sub(cx.as(1, t), cx.as(2, t)), g = cx.as(0, t), beta = cx.as(4, t);
+  Value norm = loss_norm(cx, self, cx.integer(3), t);
+  Value ng = b.mul(norm, g), zero = b.constant(0, t);
+  Value inner = b.select(b.compare(beta, zero, "EQ"), b.mul(x, zero), b.div(b.mul(b.mul(norm, x), g), beta));
+  Value r = b.select(b.compare(x, b.neg(beta), "LT"), b.neg(ng), b.select(b.compare(x, beta, "GT"), ng, inner));
+  return {b.convert(b.broadcast_to(r, hlo::broadcast_shapes(x.dims(), self.dims())), out)};
+}
+
+// channel_shuffle(self, groups): [N, C, *] viewed as [N, g, C / g, *],
+// groups and channels-per-group swapped.
+V channel_shuffle(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  int64_t g = cx.integer(1);
+  if (x.rank() <= 2) cx.fail("channel_shuffle expects input to have at least 3 dimensions");
+  if (g <= 0) cx.fail("Number of groups to divide channels in must be positive. Value of groups:" + std::to_string(g));
+  int64_t c = x.dims()[1];
+  if (c % g)
+    cx.fail("Number of channels must be divisible by groups. Got " + std::to_string(c) + " channels and " +
+            std::to_string(g) + " groups.");
+  Dims split{x.dims()[0], g, c / g};
+  Dims perm{0, 2, 1};
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    split.push_back(x.dims()[i]);
+    perm.push_back(i + 1);
+  }
+  return {b.reshape(b.transpose(b.reshape(x, split), perm), x.dims())};
+}
+
+// ---- multi-class margin losses (ATen/native/LossMultiMargin.cpp,
+// LossMultiLabelMargin.cpp)
+
+// An [N, C] or [C] input as [N, C] rows in dtype t, and its target as [N] or
+// [N, C] i64 rows.
+struct MarginRows {
+  Value x, target;
+  int64_t n, c;
+};
+MarginRows margin_rows(Context& cx, size_t xi, size_t ti, DType t, bool per_class_target) {
+  auto& b = cx.b;
+  Value self = cx.tensor(xi), target = cx.as(ti, DType::I64);
+  if (self.rank() > 2)
+    cx.fail("Expected non-empty vector or matrix with optional 0-dim batch size, but got: rank " +
+            std::to_string(self.rank()));
+  int64_t c = self.rank() == 0 ? 1 : self.dims().back();
+  int64_t n = self.rank() == 2 ? self.dims()[0] : 1;
+  if (per_class_target ? target.dims() != self.dims() : (target.rank() > 1 || target.type.numel() != n))
+    cx.fail("inconsistent target size");
+  Value x = b.reshape(b.convert(self, t), {n, c});
+  return {x, b.reshape(target, per_class_target ? Dims{n, c} : Dims{n}), n, c};
+}
+
+// Shape of the per-sample loss for reduction=none.
+Dims margin_none_dims(const Value& self, const Value& target, bool per_class_target) {
+  if (per_class_target) return self.rank() == 2 ? Dims{self.dims()[0]} : Dims{};
+  return target.rank() == 0 ? Dims{} : Dims{target.dims()[0]};
+}
+
+// The [N, C] hinge terms of multi_margin_loss before the 1/C and the
+// reduction: max(0, margin - x[y] + x[d])^p (p = 1 or 2) times weight[y], 0
+// at d = y. Also returns z and the active mask for the backward.
+struct MultiMargin {
+  Value h, z, active, wy, is_p1;
+};
+MultiMargin multi_margin_terms(Context& cx, const MarginRows& r, size_t p_i, size_t m_i, size_t w_i, DType t) {
+  auto& b = cx.b;
+  Value zero64 = b.constant(0, DType::I64);
+  Value bad = b.or_(b.compare(r.target, zero64, "LT"),
+                    b.compare(r.target, b.constant(static_cast<double>(r.c), DType::I64), "GE"));
+  cx.check(any_all(b, bad), "target out of range");
+  Value safe = b.clamp(zero64, r.target, b.constant(static_cast<double>(r.c - 1), DType::I64));
+  Dims nc{r.n, r.c};
+  Value xy = b.broadcast_in_dim(pick(b, r.x, safe), nc, {0});
+  Value z = b.add(b.sub(b.broadcast_to(cx.as(m_i, t), nc), xy), r.x);
+  Value not_target = b.compare(b.iota({DType::I64, nc}, 1), b.broadcast_in_dim(safe, nc, {0}), "NE");
+  Value active = b.and_(not_target, b.compare(z, b.constant(0, t), "GT"));
+  Value is_p1 = b.compare(cx.as(p_i, t), b.constant(1, t), "EQ");
+  Value h = b.select(b.broadcast_to(is_p1, nc), z, b.mul(z, z));
+  Value wy;
+  if (!cx.none(w_i)) {
+    wy = b.broadcast_in_dim(b.take_along(cx.as(w_i, t), safe, 0), nc, {0});
+    h = b.mul(h, wy);
+  }
+  h = b.select(active, h, b.constant(0, t));
+  return {h, z, active, wy, is_p1};
+}
+
+// multi_margin_loss(self, target, p, margin, weight?, reduction)
+V multi_margin_loss(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 0, 1, t, false);
+  MultiMargin m = multi_margin_terms(cx, r, 2, 3, 4, t);
+  Value loss = b.div(sum(b, m.h, {1}), b.constant(static_cast<double>(r.c), t));
+  int64_t reduction = cx.integer(5);
+  if (reduction == kNone) return {b.convert(b.reshape(loss, margin_none_dims(self, cx.tensor(1), false)), out)};
+  return {b.convert(reduce_loss(b, loss, reduction), out)};
+}
+
+// multi_margin_loss_backward(grad_output, self, target, p, margin, weight?,
+//   reduction): each active d gets h = g (p = 1) or 2 g z (p = 2), times
+//   weight[y]; the target column gets minus their sum; g = 1 / C (and / N
+//   for mean), then times grad_output.
+V multi_margin_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 1, 2, t, false);
+  MultiMargin m = multi_margin_terms(cx, r, 3, 4, 5, t);
+  int64_t reduction = cx.integer(6);
+  Dims nc{r.n, r.c};
+  double g = reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
+  Value gv = b.constant(g, t);
+  Value h = b.select(b.broadcast_to(m.is_p1, nc), b.full(g, {t, nc}), b.mul(b.mul(b.constant(2, t), gv), m.z));
+  if (!cx.none(5)) h = b.mul(h, m.wy);
+  h = b.select(m.active, h, b.constant(0, t));
+  Value is_target = b.compare(
+      b.iota({DType::I64, nc}, 1),
+      b.broadcast_in_dim(
+          b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(r.c - 1), DType::I64)), nc, {0}),
+      "EQ");
+  Value grad = b.select(is_target, b.broadcast_in_dim(b.neg(sum(b, h, {1})), nc, {0}), h);
+  Value go = cx.as(0, t);
+  if (reduction == kNone && go.rank() > 0) {
+    grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), nc, {0}));
+  } else {
+    grad = b.mul(grad, b.reshape(go, {}));
+  }
+  return {b.convert(b.reshape(grad, self.dims()), out)};
+}
+
+// The pieces of multilabel_margin_loss for [N, C] rows: valid[n, j] (target
+// j comes before the first -1), is_target[n, c], and the [N, J, C] hinge
+// z = 1 - x[y_j] + x[c] with its active mask (valid j, non-target c, z > 0).
+struct MultiLabel {
+  Value valid, onehot, is_target, z, active;
+};
+MultiLabel multilabel_terms(Context& cx, const MarginRows& r, DType t) {
+  auto& b = cx.b;
+  int64_t n = r.n, c = r.c;
+  Dims nc{n, c}, njc{n, c, c};
+  // negatives up to and including j: [N, C] x [C, C] upper-triangular ones
+  Value neg = b.convert(b.compare(r.target, b.constant(0, DType::I64), "LT"), DType::F32);
+  Value tri = b.convert(b.compare(b.iota({DType::I64, {c, c}}, 0), b.iota({DType::I64, {c, c}}, 1), "LE"), DType::F32);
+  Value seen = b.dot_general(neg, tri, {}, {}, {1}, {0}, DType::F32);
+  Value valid = b.compare(seen, b.constant(0, DType::F32), "EQ");
+  Value oob = b.and_(valid, b.compare(r.target, b.constant(static_cast<double>(c), DType::I64), "GE"));
+  cx.check(any_all(b, oob), "target index is out of bounds");
+  Value safe = b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(c - 1), DType::I64));
+  Value cls = b.iota({DType::I64, njc}, 2);
+  Value onehot =
+      b.and_(b.compare(b.broadcast_in_dim(safe, njc, {0, 1}), cls, "EQ"), b.broadcast_in_dim(valid, njc, {0, 1}));
+  Value is_target = b.reduce(onehot, b.constant(0, DType::Bool), {1}, "stablehlo.or");
+  Value xy = b.reduce(b.select(onehot, b.broadcast_in_dim(r.x, njc, {0, 2}), b.constant(0, t)), b.constant(0, t), {2},
+                      "stablehlo.add");  // x[y_j], 0 for invalid j
+  Value z = b.add(b.sub(b.constant(1, t), b.broadcast_in_dim(xy, njc, {0, 1})), b.broadcast_in_dim(r.x, njc, {0, 2}));
+  Value active =
+      b.and_(b.and_(b.broadcast_in_dim(valid, njc, {0, 1}), b.not_(b.broadcast_in_dim(is_target, njc, {0, 2}))),
+             b.compare(z, b.constant(0, t), "GT"));
+  return {valid, onehot, is_target, z, active};
+}
+
+// multilabel_margin_loss_forward(self, target, reduction) -> (output, is_target)
+V multilabel_margin_loss_forward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 0, 1, t, true);
+  MultiLabel m = multilabel_terms(cx, r, t);
+  Value h = b.select(m.active, m.z, b.constant(0, t));
+  Value loss = b.div(sum(b, h, {1, 2}), b.constant(static_cast<double>(r.c), t));
+  Value is_target = b.convert(b.reshape(m.is_target, self.dims()), out);
+  int64_t reduction = cx.integer(2);
+  if (reduction == kNone)
+    return {b.convert(b.reshape(loss, margin_none_dims(self, cx.tensor(1), true)), out), is_target};
+  return {b.convert(reduce_loss(b, loss, reduction), out), is_target};
+}
+
+// multilabel_margin_loss_backward(grad_output, self, target, reduction,
+//   is_target): each active (j, c) adds g at c and -g at y_j; g = 1 / C
+//   (and / N for mean), then times grad_output.
+V multilabel_margin_loss_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  MarginRows r = margin_rows(cx, 1, 2, t, true);
+  MultiLabel m = multilabel_terms(cx, r, t);
+  int64_t reduction = cx.integer(3);
+  Dims njc{r.n, r.c, r.c};
+  double g = reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
+  Value act = b.convert(m.active, t);
+  Value plus = sum(b, act, {1});                                    // [N, C]: active pairs with this c
+  Value per_j = b.broadcast_in_dim(sum(b, act, {2}), njc, {0, 1});  // [N, J]: active pairs of target j
+  Value minus = sum(b, b.select(m.onehot, per_j, b.constant(0, t)), {1});
+  Value grad = b.mul(b.sub(plus, minus), b.constant(g, t));
+  Value go = cx.as(0, t);
+  Dims nc{r.n, r.c};
+  if (reduction == kNone && go.rank() > 0) {
+    grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), nc, {0}));
+  } else {
+    grad = b.mul(grad, b.reshape(go, {}));
+  }
+  return {b.convert(b.reshape(grad, self.dims()), out)};
+}
+
+// ---- pairwise distances (ATen/native/Distance.cpp, cpu/DistanceOpsKernel.cpp)
+
+// p arrives at run time, so the lowerings compute every special case PyTorch
+// has (0, 1, 2, inf, general) and select by p.
+struct PNorm {
+  Value is0, is1, is2, is_inf, lt2;  // rank-0 i1
+};
+PNorm p_cases(hlo::Builder& b, Value p) {
+  DType t = p.dtype();
+  return {b.compare(p, b.constant(0, t), "EQ"), b.compare(p, b.constant(1, t), "EQ"),
+          b.compare(p, b.constant(2, t), "EQ"), b.compare(p, b.constant(INFINITY, t), "EQ"),
+          b.compare(p, b.constant(2, t), "LT")};
+}
+Value pick_p(hlo::Builder& b, const Value& pred, Value on, Value off) {
+  return b.select(b.broadcast_to(pred, on.dims()), on, off);
+}
+
+// Distances over the last dim of `diff` ([..., M]) for a runtime p.
+Value p_distance(hlo::Builder& b, Value diff, Value p) {
+  DType t = diff.dtype();
+  int64_t last = diff.rank() - 1;
+  Value a = b.abs(diff);
+  PNorm c = p_cases(b, p);
+  Value d0 = sum(b, b.convert(b.compare(diff, b.constant(0, t), "NE"), t), {last});
+  Value d1 = sum(b, a, {last});
+  Value d2 = b.sqrt(sum(b, b.mul(a, a), {last}));
+  Value dinf = b.reduce(a, b.constant(0, t), {last}, "stablehlo.maximum");
+  Value pb = b.broadcast_to(p, a.dims());
+  Value sp = sum(b, b.binary("stablehlo.power", a, pb), {last});
+  Value dp = b.binary("stablehlo.power", sp, b.broadcast_to(b.div(b.constant(1, t), p), sp.dims()));
+  Value r = pick_p(b, c.is_inf, dinf, dp);
+  r = pick_p(b, c.is2, d2, r);
+  r = pick_p(b, c.is1, d1, r);
+  return pick_p(b, c.is0, d0, r);
+}
+
+// d dist / d diff for each element of `diff` ([..., M]) given its distance
+// `dist` (broadcast to diff), as cdist's backward kernels compute it.
+Value p_distance_grad(hlo::Builder& b, Value diff, Value dist, Value p) {
+  DType t = diff.dtype();
+  Value zero = b.constant(0, t), one = b.constant(1, t);
+  Value a = b.abs(diff);
+  Value sign = b.unary("stablehlo.sign", diff);
+  PNorm c = p_cases(b, p);
+  Value pb = b.broadcast_to(p, a.dims());
+  Value dist_is0 = b.compare(dist, zero, "EQ");
+  Value dpow = b.binary("stablehlo.power", dist, b.sub(pb, b.broadcast_to(one, pb.dims())));
+  Value lt2 = b.div(b.mul(sign, b.binary("stablehlo.power", a, b.sub(pb, b.broadcast_to(one, pb.dims())))), dpow);
+  Value lt2_zero =
+      b.or_(dist_is0, b.and_(b.compare(diff, zero, "EQ"), b.broadcast_to(b.compare(p, one, "LT"), a.dims())));
+  lt2 = b.select(lt2_zero, b.broadcast_to(zero, a.dims()), lt2);
+  Value two = b.div(diff, dist);
+  two = b.select(dist_is0, b.broadcast_to(zero, a.dims()), two);
+  Value inf = b.mul(sign, b.convert(b.compare(a, dist, "EQ"), t));
+  Value pm2 = b.sub(pb, b.broadcast_to(b.constant(2, t), pb.dims()));
+  Value gen = b.div(b.mul(diff, b.binary("stablehlo.power", a, pm2)), dpow);
+  gen = b.select(dist_is0, b.broadcast_to(zero, a.dims()), gen);
+  Value r = pick_p(b, c.is_inf, inf, gen);
+  r = pick_p(b, c.is2, two, r);
+  r = pick_p(b, c.lt2, lt2, r);
+  r = pick_p(b, c.is1, sign, r);
+  return pick_p(b, c.is0, b.broadcast_to(zero, a.dims()), r);
+}
+
+// x1 [B..., P, M] and x2 [B..., R, M] with their batch dims broadcast.
+std::pair<Value, Value> cdist_operands(Context& cx, Value x1, Value x2) {
+  auto& b = cx.b;
+  if (x1.rank() < 2 || x2.rank() < 2) cx.fail("cdist only supports at least 2D tensors");
+  if (x1.dims().back() != x2.dims().back()) cx.fail("X1 and X2 must have the same number of columns.");
+  Dims b1(x1.dims().begin(), x1.dims().end() - 2), b2(x2.dims().begin(), x2.dims().end() - 2);
+  Dims batch = hlo::broadcast_shapes(b1, b2);
+  Dims d1 = batch, d2 = batch;
+  d1.insert(d1.end(), x1.dims().end() - 2, x1.dims().end());
+  d2.insert(d2.end(), x2.dims().end() - 2, x2.dims().end());
+  return {b.broadcast_to(x1, d1), b.broadcast_to(x2, d2)};
+}
+
+// x1[..., P, None, M] - x2[..., None, R, M]
+Value pair_diff(hlo::Builder& b, Value x1, Value x2) {
+  int64_t k = x1.rank();
+  Dims full(x1.dims().begin(), x1.dims().end() - 1);
+  full.push_back(x2.dims()[k - 2]);
+  full.push_back(x1.dims().back());
+  Dims m1, m2;
+  for (int64_t i = 0; i < k - 1; ++i) m1.push_back(i);
+  m1.push_back(k);
+  for (int64_t i = 0; i < k - 2; ++i) m2.push_back(i);
+  m2.push_back(k - 1);
+  m2.push_back(k);
+  return b.sub(b.broadcast_in_dim(x1, full, m1), b.broadcast_in_dim(x2, full, m2));
+}
+
+// _cdist_forward(x1, x2, p, compute_mode?) -> [B..., P, R]. For p = 2 with
+// compute_mode 1, or none/0 with more than 25 rows, CPU uses the matrix
+// product form sqrt(max(|x1|^2 + |x2|^2 - 2 x1.x2, 0)); so do we.
+V cdist_forward(Context& cx) {
+  auto& b = cx.b;
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  if (!hlo::is_floating(out)) cx.fail("cdist only supports floating-point dtypes");
+  auto [x1, x2] = cdist_operands(cx, cx.as(0, t), cx.as(1, t));
+  Value p = cx.as(2, t);
+  int64_t mode = cx.integer_or(3, 0);
+  int64_t k = x1.rank(), rp = x1.dims()[k - 2], rr = x2.dims()[k - 2];
+  Value r = p_distance(b, pair_diff(b, x1, x2), p);
+  if (mode == 1 || (mode == 0 && (rp > 25 || rr > 25))) {
+    Dims batch;
+    for (int64_t i = 0; i < k - 2; ++i) batch.push_back(i);
+    Value n1 = sum(b, b.mul(x1, x1), {k - 1}), n2 = sum(b, b.mul(x2, x2), {k - 1});
+    Value dot = b.dot_general(x1, x2, batch, batch, {k - 1}, {k - 1}, t);
+    Dims full = dot.dims(), keep1 = batch, keep2 = batch;
+    keep1.push_back(k - 2);
+    keep2.push_back(k - 1);
+    Value sq = b.add(b.add(b.mul(b.constant(-2, t), dot), b.broadcast_in_dim(n1, full, keep1)),
+                     b.broadcast_in_dim(n2, full, keep2));
+    Value mm = b.sqrt(at_least(b, sq, b.constant(0, t)));
+    r = pick_p(b, p_cases(b, p).is2, mm, r);
+  }
+  return {b.convert(r, out)};
+}
+
+// grad_x1[..., p, m] = sum_r f(x1[p, m] - x2[r, m], dist[p, r]) * grad[p, r]
+Value cdist_grad(hlo::Builder& b, Value g, Value x1, Value x2, Value p, Value dist) {
+  Value diff = pair_diff(b, x1, x2);
+  int64_t k = diff.rank();
+  Dims keep;
+  for (int64_t i = 0; i < k - 1; ++i) keep.push_back(i);
+  Value f = p_distance_grad(b, diff, b.broadcast_in_dim(dist, diff.dims(), keep), p);
+  return sum(b, b.mul(f, b.broadcast_in_dim(g, diff.dims(), keep)), {k - 2});
+}
+
+// _cdist_backward(grad, x1, x2, p, cdist) -> grad_x1
+V cdist_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(out);
+  auto [x1, x2] = cdist_operands(cx, cx.as(1, t), cx.as(2, t));
+  Value r = cdist_grad(b, cx.as(0, t), x1, x2, cx.as(3, t), cx.as(4, t));
+  // sum over batch dims x1 was broadcast along
+  Dims red;
+  int64_t lead = r.rank() - self.rank();
+  for (int64_t i = 0; i < r.rank() - 2; ++i)
+    if (i < lead || self.dims()[i - lead] != r.dims()[i]) red.push_back(i);
+  if (!red.empty()) r = b.reshape(sum(b, r, red), self.dims());
+  return {b.convert(r, out)};
+}
+
+// Row i and column j (i < j) of each condensed pair position k of n rows:
+// i from the quadratic formula in f64, then corrected by one either way;
+// start(i) = n i - i (i + 1) / 2 is the position of pair (i, i + 1).
+std::pair<Value, Value> pdist_rows(hlo::Builder& b, int64_t n, int64_t len) {
+  TensorType it{DType::I64, {len}};
+  Value k = b.iota(it, 0);
+  auto c = [&](double v) { return b.full(v, it); };
+  Value kd = b.convert(k, DType::F64);
+  Value m = b.full(static_cast<double>(2 * n - 1), {DType::F64, {len}});
+  Value disc = b.sub(b.mul(m, m), b.mul(b.full(8, {DType::F64, {len}}), kd));
+  Value root = b.sqrt(at_least(b, disc, b.full(0, disc.type)));
+  Value i = b.convert(b.unary("stablehlo.floor", b.div(b.sub(m, root), b.full(2, disc.type))), DType::I64);
+  auto start = [&](Value r) {
+    return b.sub(b.mul(c(static_cast<double>(n)), r), b.div(b.mul(r, b.add(r, c(1))), c(2)));
+  };
+  i = b.clamp(c(0), i, c(static_cast<double>(n - 2)));
+  i = b.select(b.compare(start(b.add(i, c(1))), k, "LE"), b.add(i, c(1)), i);
+  i = b.select(b.compare(start(i), k, "GT"), b.sub(i, c(1)), i);
+  Value j = b.add(b.add(b.sub(k, start(i)), i), c(1));
+  return {i, j};
+}
+
+// Condensed pair position of (i, j) in an [n, n] matrix, -1 on the diagonal
+// and symmetric: i < j -> n i - i (i + 1) / 2 + j - i - 1.
+Value pair_position(hlo::Builder& b, int64_t n) {
+  TensorType m{DType::I64, {n, n}};
+  Value i = b.iota(m, 0), j = b.iota(m, 1);
+  Value lo = b.min(i, j), hi = b.max(i, j);
+  Value nn = b.constant(static_cast<double>(n), DType::I64), one = b.constant(1, DType::I64);
+  Value two = b.constant(2, DType::I64);
+  Value pos = b.sub(b.sub(b.add(b.sub(b.mul(nn, lo), b.div(b.mul(lo, b.add(lo, one)), two)), hi), lo), one);
+  return b.select(b.compare(i, j, "EQ"), b.full(-1, m), pos);
+}
+
+// _pdist_forward(self [N, M], p) -> [N (N - 1) / 2]
+V pdist_forward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  if (self.rank() != 2) cx.fail("pdist only supports 2D tensors, got: " + std::to_string(self.rank()) + "D");
+  DType out = self.dtype(), t = hlo::opmath_type(out);
+  int64_t n = self.dims()[0], m = self.dims()[1];
+  int64_t len = n * (n - 1) / 2;
+  if (len == 0 || m == 0) return {b.full(0, {out, {len}})};
+  auto [is, js] = pdist_rows(b, n, len);
+  Value x = b.convert(self, t);
+  Value xi = b.take_along(x, is, 0), xj = b.take_along(x, js, 0);
+  return {b.convert(p_distance(b, b.sub(xi, xj), cx.as(1, t)), out)};
+}
+
+// _pdist_backward(grad, self, p, pdist) -> [N, M]: cdist's backward of self
+// against itself with the condensed grad/dist spread over a symmetric
+// matrix (0 on the diagonal).
+V pdist_backward(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = self.dtype(), t = hlo::opmath_type(out);
+  int64_t n = self.dims()[0];
+  if (n < 2) return {b.full(0, {out, self.dims()})};
+  Value pos = pair_position(b, n);
+  Value safe = b.max(pos, b.full(0, pos.type));
+  Value diag = b.compare(pos, b.full(-1, pos.type), "EQ");
+  auto spread = [&](Value v) {
+    Value full = b.reshape(b.take_along(v, b.reshape(safe, {n * n}), 0), {n, n});
+    return b.select(diag, b.full(0, full.type), full);
+  };
+  Value x = b.convert(self, t);
+  Value g = spread(cx.as(0, t)), dist = spread(cx.as(3, t));
+  return {b.convert(cdist_grad(b, g, x, x, cx.as(2, t), dist), out)};
+}
+
+// ---- rrelu
+
+// Uniform floats in [0, 1) of f32/f64 dtype t from the top significand-many
+// bits of rng_bit_generator; advances `state`.
+Value uniform_unit(hlo::Builder& b, Value& state, const Dims& dims, DType t) {
+  bool wide = hlo::byte_size(t) == 8;
+  DType bits = wide ? DType::U64 : DType::U32;
+  int digits = wide ? 53 : 24;
+  TensorType type{bits, dims};
+  if (type.numel() == 0) return b.full(0, {t, dims});
+  auto [next, r] = b.rng_bit_generator(state, {bits, {type.numel()}});
+  state = next;
+  Value shifted = b.binary("stablehlo.shift_right_logical", b.reshape(r, dims),
+                           b.constant(static_cast<double>(hlo::byte_size(bits) * 8 - digits), bits));
+  return b.mul(b.convert(shifted, t), b.constant(std::ldexp(1.0, -digits), t));
+}
+
+// rrelu_with_noise(self, noise!, lower, upper, training, generator?) ->
+// result, then the new noise. Training: x <= 0 gets a slope r ~ U(lower,
+// upper) (recorded in noise), x > 0 noise 1; eval: leaky_relu with slope
+// (lower + upper) / 2 and noise unchanged.
+V rrelu_with_noise(Context& cx) {
+  auto& b = cx.b;
+  auto [x, out] = opmath_in(cx, 0);
+  if (!hlo::is_floating(out)) cx.fail("rrelu is not implemented for integer inputs");
+  DType t = x.dtype();
+  Value lo = cx.as(2, t), hi = cx.as(3, t);
+  Value nonpos = b.compare(x, k(b, 0, x), "LE");
+  if (!cx.flag(4)) {
+    Value slope = b.div(b.add(lo, hi), b.constant(2, t));
+    return {b.convert(b.select(nonpos, b.mul(x, slope), x), out), cx.tensor(1)};
+  }
+  Value state = cx.rng(5);
+  Value r = b.add(lo, b.mul(b.sub(hi, lo), uniform_unit(b, state, x.dims(), t)));
+  Value noise = b.select(nonpos, r, b.full(1, x.type));
+  Value y = b.select(nonpos, b.mul(x, r), x);
+  return {b.convert(y, out), b.convert(noise, cx.tensor(1).dtype())};
+}
+
+// rrelu_with_noise_backward(grad_output, self, noise, lower, upper, training,
+//   self_is_result): g * noise when training with upper - lower > 1e-6, else
+//   leaky_relu's backward with slope (lower + upper) / 2.
+V rrelu_with_noise_backward(Context& cx) {
+  auto& b = cx.b;
+  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  DType t = x.dtype();
+  Value lo = cx.as(3, t), hi = cx.as(4, t);
+  Value slope = b.div(b.add(lo, hi), b.constant(2, t));
+  Value leaky = b.select(b.compare(x, k(b, 0, x), "GT"), g, b.mul(g, slope));
+  if (!cx.flag(5)) return {b.convert(leaky, out)};
+  Value random = b.compare(b.sub(hi, lo), b.constant(1e-6, t), "GT");
+  Value noisy = b.mul(g, cx.as(2, t));
+  return {b.convert(b.select(b.broadcast_to(random, noisy.dims()), noisy, leaky), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> nn_lowerings() {
@@ -488,6 +1229,39 @@ std::vector<Entry> nn_lowerings() {
       {"aten::hardtanh_backward", hardtanh_backward},
       {"aten::elu", elu},
       {"aten::elu_backward", elu_backward},
+      {"aten::hardswish", hardswish},
+      {"aten::hardswish_backward", hardswish_backward},
+      {"aten::hardsigmoid", hardsigmoid},
+      {"aten::hardsigmoid_backward", hardsigmoid_backward},
+      {"aten::glu", glu},
+      {"aten::glu_backward", glu_backward},
+      {"aten::_prelu_kernel", prelu_kernel},
+      {"aten::_prelu_kernel_backward", prelu_kernel_backward},
+      {"aten::log_sigmoid_forward", log_sigmoid_forward},
+      {"aten::log_sigmoid_backward", log_sigmoid_backward},
+      {"aten::mish", mish},
+      {"aten::softplus", softplus},
+      {"aten::softplus_backward", softplus_backward},
+      {"aten::threshold", threshold},
+      {"aten::softshrink", softshrink},
+      {"aten::softshrink_backward", shrink_backward},
+      {"aten::hardshrink", hardshrink},
+      {"aten::hardshrink_backward", shrink_backward},
+      {"aten::huber_loss", huber_loss},
+      {"aten::huber_loss_backward", huber_loss_backward},
+      {"aten::smooth_l1_loss", smooth_l1_loss},
+      {"aten::smooth_l1_loss_backward", smooth_l1_loss_backward},
+      {"aten::channel_shuffle", channel_shuffle},
+      {"aten::rrelu_with_noise", rrelu_with_noise},
+      {"aten::rrelu_with_noise_backward", rrelu_with_noise_backward},
+      {"aten::multi_margin_loss", multi_margin_loss},
+      {"aten::_cdist_forward", cdist_forward},
+      {"aten::_cdist_backward", cdist_backward},
+      {"aten::_pdist_forward", pdist_forward},
+      {"aten::_pdist_backward", pdist_backward},
+      {"aten::multi_margin_loss_backward", multi_margin_loss_backward},
+      {"aten::multilabel_margin_loss_forward", multilabel_margin_loss_forward},
+      {"aten::multilabel_margin_loss_backward", multilabel_margin_loss_backward},
   };
 }
 

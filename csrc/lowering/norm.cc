@@ -47,14 +47,17 @@ DType stat_type(Context& cx, DType in, std::initializer_list<size_t> others) {
 // (input, weight?, bias?, running_mean?, running_var?, training, momentum,
 //  eps); `stats` is false for _native_batch_norm_legit.no_stats, whose
 // arguments are (input, weight?, bias?, training, momentum, eps).
-V batch_norm_impl(Context& cx, bool stats) {
+// `always_train` is for _batch_norm_with_update, whose arguments are
+// (input, weight?, bias?, running_mean, running_var, momentum, eps).
+V batch_norm_impl(Context& cx, bool stats, bool always_train = false) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   if (in.rank() < 2) cx.fail("input must have at least 2 dims");
   size_t rm_i = 3, rv_i = 4, train_i = stats ? 5 : 3;
+  if (always_train) train_i = 4;
   size_t mom_i = train_i + 1, eps_i = train_i + 2;
   bool has_rm = stats && !cx.none(rm_i), has_rv = stats && !cx.none(rv_i);
-  bool train = cx.flag(train_i) || !has_rm || !has_rv;
+  bool train = always_train || cx.flag(train_i) || !has_rm || !has_rv;
   DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
   DType st = stats ? stat_type(cx, out, {1, 2, rm_i, rv_i}) : stat_type(cx, out, {1, 2});
   const Dims& full = in.dims();
@@ -96,6 +99,15 @@ V batch_norm_impl(Context& cx, bool stats) {
 }
 V batch_norm(Context& cx) { return batch_norm_impl(cx, true); }
 V batch_norm_no_stats(Context& cx) { return batch_norm_impl(cx, false); }
+
+// _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!,
+//   momentum, eps) -> (out, save_mean, save_invstd, reserve), then the new
+// running_mean and running_var. reserve is empty uint8, as on CPU.
+V batch_norm_with_update(Context& cx) {
+  V r = batch_norm_impl(cx, true, true);
+  r.insert(r.begin() + 3, cx.b.full(0, {DType::U8, {0}}));
+  return r;
+}
 
 // native_batch_norm_backward(grad_out, input, weight?, running_mean?,
 //   running_var?, save_mean?, save_invstd?, train, eps, output_mask)
@@ -221,6 +233,10 @@ std::vector<Entry> norm_lowerings() {
       {"aten::_native_batch_norm_legit.no_stats", batch_norm_no_stats},
       {"aten::_native_batch_norm_legit_functional", batch_norm},
       {"aten::native_batch_norm_backward", batch_norm_backward},
+      {"aten::_batch_norm_with_update", batch_norm_with_update},
+      // (grad_out, input, weight, running_mean?, running_var?, save_mean?,
+      //  save_var?, update, eps, output_mask, reserve): update means training
+      {"aten::batch_norm_backward", batch_norm_backward},
       {"aten::native_group_norm", group_norm},
       {"aten::native_group_norm_backward", group_norm_backward},
   };

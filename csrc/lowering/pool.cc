@@ -552,10 +552,230 @@ V upsample_linear_backward(Context& cx) {
   return {b.convert(g, go.dtype())};
 }
 
+// ---- bicubic
+
+struct Cubic {
+  Value idx[4], w[4];  // [out]: the four source rows and their weights
+};
+
+// The cubic convolution weights of upsample_bicubic2d (A = -0.75) for each
+// output row, as PyTorch's HelperInterpCubic computes them in dtype t: the
+// source position is not clamped at 0; the taps are clamped to the edges.
+Cubic cubic_index(Context& cx, size_t scale_arg, int64_t in, int64_t out, bool align_corners, DType t) {
+  auto& b = cx.b;
+  Value o = b.convert(b.iota({DType::I64, {out}}, 0), t);
+  Value src;
+  if (align_corners) {
+    double scale = out > 1 ? ratio(in - 1, out - 1, t) : 0.0;
+    src = b.mul(o, b.constant(scale, t));
+  } else {
+    Value half = b.constant(0.5, t);
+    Value scale = scale_value(cx, scale_arg, in, out, t);
+    src = b.sub(b.mul(scale, b.add(o, half)), half);
+  }
+  Value last = b.constant(static_cast<double>(in - 1), DType::I64);
+  Value i0 = b.min(b.convert(b.unary("stablehlo.floor", src), DType::I64), last);
+  Value zero = b.constant(0, t), one = b.constant(1, t);
+  Value lam = b.clamp(zero, b.sub(src, b.convert(i0, t)), one);
+  double a = -0.75;
+  Value A = b.constant(a, t);
+  // ((A + 2) x - (A + 3)) x x + 1 for |x| <= 1
+  auto conv1 = [&](Value x) {
+    Value p = b.sub(b.mul(b.constant(a + 2, t), x), b.constant(a + 3, t));
+    return b.add(b.mul(b.mul(p, x), x), one);
+  };
+  // ((A x - 5 A) x + 8 A) x - 4 A for 1 < |x| < 2
+  auto conv2 = [&](Value x) {
+    Value p = b.sub(b.mul(A, x), b.constant(5 * a, t));
+    Value q = b.add(b.mul(p, x), b.constant(8 * a, t));
+    return b.sub(b.mul(q, x), b.constant(4 * a, t));
+  };
+  Cubic c;
+  c.w[0] = conv2(b.add(lam, one));
+  c.w[1] = conv1(lam);
+  Value rest = b.sub(one, lam);
+  c.w[2] = conv1(rest);
+  c.w[3] = conv2(b.add(rest, one));
+  Value lo = b.constant(0, DType::I64);
+  for (int k = 0; k < 4; ++k)
+    c.idx[k] = b.clamp(lo, b.add(i0, b.constant(static_cast<double>(k - 1), DType::I64)), last);
+  return c;
+}
+
+// upsample_bicubic2d(self, output_size, align_corners, scales_h?, scales_w?):
+// separable, last dim first, in the compute dtype.
+V upsample_bicubic2d(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  int64_t lead = in.rank() - 2;
+  if (lead < 1) cx.fail("input has too few dims");
+  Dims out = expand(cx, cx.ints(1), 2, "output_size");
+  bool align = cx.flag(2);
+  DType t = hlo::opmath_type(float_type(in.dtype()));
+  Value x = b.convert(in, t);
+  for (int64_t i = 1; i >= 0; --i) {
+    int64_t d = lead + i;
+    Cubic c = cubic_index(cx, 3 + i, x.dims()[d], out[i], align, t);
+    Value acc;
+    for (int k = 0; k < 4; ++k) {
+      Value xk = b.take_along(x, c.idx[k], d);
+      Value term = b.mul(xk, b.broadcast_in_dim(c.w[k], xk.dims(), {d}));
+      acc = k ? b.add(acc, term) : term;
+    }
+    x = acc;
+  }
+  return {b.convert(x, in.dtype())};
+}
+
+// upsample_bicubic2d_backward(grad_output, output_size, input_size,
+//   align_corners, scales_h?, scales_w?): each tap's weighted gradient summed
+//   back into its source row, one dim at a time.
+V upsample_bicubic2d_backward(Context& cx) {
+  auto& b = cx.b;
+  Value go = cx.tensor(0);
+  const auto& in = cx.ints(2);
+  int64_t lead = go.rank() - 2;
+  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
+  bool align = cx.flag(3);
+  DType t = hlo::opmath_type(float_type(go.dtype()));
+  Value g = b.convert(go, t);
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t d = lead + i;
+    Cubic c = cubic_index(cx, 4 + i, in[d], go.dims()[d], align, t);
+    Value acc;
+    for (int k = 0; k < 4; ++k) {
+      Value gk = scatter_rows(b, b.mul(g, b.broadcast_in_dim(c.w[k], g.dims(), {d})), d, c.idx[k], in[d]);
+      acc = k ? b.add(acc, gk) : gk;
+    }
+    g = acc;
+  }
+  return {b.convert(g, go.dtype())};
+}
+
+// ---- antialiased bilinear
+
+// The [out, in] weight matrix of _upsample_bilinear2d_aa along one dim, as
+// PyTorch's _compute_weights_aa builds it in dtype t: a triangle filter
+// stretched by the scale when downsampling, over the window
+// [trunc(center - support + 0.5), trunc(center + support + 0.5)), normalised
+// to sum 1 per output row.
+Value aa_weights(Context& cx, size_t scale_arg, int64_t in, int64_t out, bool align_corners, DType t) {
+  auto& b = cx.b;
+  Value scale =
+      align_corners ? b.constant(out > 1 ? ratio(in - 1, out - 1, t) : 0.0, t) : scale_value(cx, scale_arg, in, out, t);
+  Value one = b.constant(1, t), zero = b.constant(0, t);
+  Value down = b.compare(scale, one, "GE");
+  Value support = b.select(down, scale, one);  // interp_size / 2 = 1, times scale when >= 1
+  Value invscale = b.select(down, b.div(one, scale), one);
+  TensorType m{t, {out, in}};
+  Value o = b.iota(m, 0), a = b.iota(m, 1);
+  Value center = b.mul(b.broadcast_to(scale, m.dims), b.add(o, b.full(0.5, m)));
+  Value sup = b.broadcast_to(support, m.dims), hm = b.full(0.5, m);
+  Value xmin = b.max(b.unary("stablehlo.floor", b.add(b.sub(center, sup), hm)), b.full(0, m));
+  Value xmax = b.min(b.unary("stablehlo.floor", b.add(b.add(center, sup), hm)), b.full(static_cast<double>(in), m));
+  Value inside = b.and_(b.compare(a, xmin, "GE"), b.compare(a, xmax, "LT"));
+  Value arg = b.abs(b.mul(b.add(b.sub(a, center), hm), b.broadcast_to(invscale, m.dims)));
+  Value w = b.select(b.compare(arg, b.full(1, m), "LT"), b.sub(b.full(1, m), arg), b.full(0, m));
+  w = b.select(inside, w, b.full(0, m));
+  Value total = b.broadcast_in_dim(b.reduce(w, zero, {1}, "stablehlo.add"), m.dims, {0});
+  return b.select(b.compare(total, b.full(0, m), "EQ"), w, b.div(w, total));
+}
+
+// x with dim d (size in) mapped through w [out, in]; dim d keeps its place.
+Value apply_rows(hlo::Builder& b, Value x, Value w, int64_t d) {
+  Value r = b.dot_general(x, w, {}, {}, {d}, {1}, x.dtype());
+  Dims perm;
+  for (int64_t i = 0; i < x.rank() - 1; ++i) {
+    if (i == d) perm.push_back(x.rank() - 1);
+    perm.push_back(i);
+  }
+  if (d == x.rank() - 1) perm.push_back(x.rank() - 1);
+  return b.transpose(r, perm);
+}
+
+// _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h?,
+//   scales_w?): separable, width first.
+V upsample_bilinear2d_aa(Context& cx) {
+  auto& b = cx.b;
+  Value in = cx.tensor(0);
+  int64_t lead = in.rank() - 2;
+  if (lead < 1) cx.fail("input has too few dims");
+  Dims out = expand(cx, cx.ints(1), 2, "output_size");
+  bool align = cx.flag(2);
+  DType t = hlo::opmath_type(float_type(in.dtype()));
+  Value x = b.convert(in, t);
+  for (int64_t i = 1; i >= 0; --i) {
+    int64_t d = lead + i;
+    x = apply_rows(b, x, aa_weights(cx, 3 + i, x.dims()[d], out[i], align, t), d);
+  }
+  return {b.convert(x, in.dtype())};
+}
+
+// _upsample_bilinear2d_aa_backward(grad_output, output_size, input_size,
+//   align_corners, scales_h?, scales_w?): the transposed weights.
+V upsample_bilinear2d_aa_backward(Context& cx) {
+  auto& b = cx.b;
+  Value go = cx.tensor(0);
+  const auto& in = cx.ints(2);
+  int64_t lead = go.rank() - 2;
+  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
+  bool align = cx.flag(3);
+  DType t = hlo::opmath_type(float_type(go.dtype()));
+  Value g = b.convert(go, t);
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t d = lead + i;
+    Value w = aa_weights(cx, 4 + i, in[d], go.dims()[d], align, t);
+    g = apply_rows(b, g, b.transpose(w, {1, 0}), d);
+  }
+  return {b.convert(g, go.dtype())};
+}
+
+// ---- max_unpool
+
+// max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices,
+// output_size, stride, padding): each value of self written at its flat index
+// into a zero [N?, C, *output_size] plane; the index is checked in range.
+template <int K>
+V max_unpool(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  Value idx = cx.as(1, DType::I64);
+  const auto& size = cx.ints(2);
+  if (static_cast<int64_t>(size.size()) != K)
+    cx.fail("There should be exactly " + std::to_string(K) + " elements (height, width) in output_size, but got " +
+            std::to_string(size.size()) + " elements.");
+  if (x.rank() != K + 1 && x.rank() != K + 2)
+    cx.fail("Input to max_unpooling" + std::to_string(K) + "d should be a " + std::to_string(K + 1) + "d or " +
+            std::to_string(K + 2) + "d Tensor");
+  if (idx.dims() != x.dims()) cx.fail("Expected shape of indices to be same as that of the input tensor");
+  int64_t plane = 1, q = 1;
+  for (int64_t i = x.rank() - K; i < x.rank(); ++i) plane *= x.dims()[i];
+  for (int64_t v : size) q *= v;
+  int64_t rows = plane ? x.type.numel() / plane : 0;
+  Dims out(x.dims().begin(), x.dims().end() - K);
+  out.insert(out.end(), size.begin(), size.end());
+  if (rows == 0 || plane == 0) return {b.full(0, {x.dtype(), out})};
+  Value flat = b.reshape(idx, {rows, plane});
+  Value bad = b.or_(b.compare(flat, b.constant(0, DType::I64), "LT"),
+                    b.compare(flat, b.constant(static_cast<double>(q), DType::I64), "GE"));
+  cx.check(b.reduce(bad, b.constant(0, DType::Bool), {0, 1}, "stablehlo.or"),
+           "Found an invalid max index (output volumes are of size " + std::to_string(q) + ")");
+  Value row = b.iota({DType::I64, {rows, plane, 1}}, 0);
+  Value index = b.concatenate({row, b.reshape(flat, {rows, plane, 1})}, 2);
+  Value r = b.scatter(b.full(0, {x.dtype(), {rows, q}}), index, b.reshape(x, {rows, plane}), {}, {0, 1}, {0, 1}, "");
+  return {b.reshape(r, out)};
+}
+
 }  // namespace
 
 std::vector<Entry> pool_lowerings() {
   return {
+      {"aten::max_unpool2d", max_unpool<2>},
+      {"aten::upsample_bicubic2d", upsample_bicubic2d},
+      {"aten::_upsample_bilinear2d_aa", upsample_bilinear2d_aa},
+      {"aten::_upsample_bilinear2d_aa_backward", upsample_bilinear2d_aa_backward},
+      {"aten::upsample_bicubic2d_backward", upsample_bicubic2d_backward},
+      {"aten::max_unpool3d", max_unpool<3>},
       {"aten::max_pool2d_with_indices", max_pool_with_indices<2>},
       {"aten::max_pool3d_with_indices", max_pool_with_indices<3>},
       {"aten::max_pool2d_with_indices_backward", max_pool_with_indices_backward<2>},

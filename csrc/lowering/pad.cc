@@ -1,0 +1,129 @@
+// Reflection and replication padding (1d, 2d, 3d) and their backward passes.
+//
+// Each padded dim maps every output position to one input position (static
+// index arithmetic on an iota): reflect mirrors about the edge without
+// repeating it, replicate clamps to the edge. The forward gathers along that
+// map; the backward sums the gradient of every output position into its
+// source with a one-hot [out, in] matrix per dim, in the compute dtype.
+// Negative padding crops, as on CPU.
+#include <string>
+
+#include "lowering/families.h"
+
+namespace torch_pjrt::lowering {
+namespace {
+
+using V = std::vector<Value>;
+
+std::string dims_str(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// One padded dim: its position in the input, input size and the pads.
+struct PadDim {
+  int64_t dim, n, lo, hi;
+  int64_t out() const { return n + lo + hi; }
+};
+
+// The padded dims of `x` for a [lo_last, hi_last, lo_prev, hi_prev, ...]
+// padding of `k` dims (the last k of x), checked as PyTorch checks them.
+std::vector<PadDim> pad_dims(Context& cx, const Value& x, const std::vector<int64_t>& padding, int64_t k,
+                             bool reflect) {
+  if (static_cast<int64_t>(padding.size()) != 2 * k)
+    cx.fail("padding size is expected to be " + std::to_string(2 * k) + ", but got: " + std::to_string(padding.size()));
+  if (x.rank() != k + 1 && x.rank() != k + 2)
+    cx.fail("Expected " + std::to_string(k + 1) + "D or " + std::to_string(k + 2) +
+            "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: " +
+            dims_str(x.dims()));
+  std::vector<PadDim> out;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t dim = x.rank() - 1 - i;
+    PadDim p{dim, x.dims()[dim], padding[2 * i], padding[2 * i + 1]};
+    if (reflect && (p.lo >= p.n || p.hi >= p.n))
+      cx.fail("Argument #4: Padding size should be less than the corresponding input dimension, but got: padding (" +
+              std::to_string(p.lo) + ", " + std::to_string(p.hi) + ") at dimension " + std::to_string(dim) +
+              " of input " + dims_str(x.dims()));
+    if (p.out() < 1)
+      cx.fail("input " + dims_str(x.dims()) + " is too small. Calculated output size " + std::to_string(p.out()) +
+              " at dimension " + std::to_string(dim));
+    if (p.n < 1) cx.fail("input " + dims_str(x.dims()) + " has an empty padded dimension " + std::to_string(dim));
+    out.push_back(p);
+  }
+  return out;
+}
+
+// The input position (i64 [out]) each output position of `p` reads.
+Value source_index(hlo::Builder& b, const PadDim& p, bool reflect) {
+  Value o = b.iota({DType::I64, {p.out()}}, 0);
+  Value j = b.sub(o, b.constant(static_cast<double>(p.lo), DType::I64));
+  Value last = b.constant(static_cast<double>(p.n - 1), DType::I64);
+  if (reflect) return b.sub(last, b.abs(b.sub(last, b.abs(j))));
+  return b.clamp(b.constant(0, DType::I64), j, last);
+}
+
+// (self, padding)
+Value pad_forward(Context& cx, int64_t k, bool reflect) {
+  Value x = cx.tensor(0);
+  for (const PadDim& p : pad_dims(cx, x, cx.ints(1), k, reflect))
+    x = cx.b.take_along(x, source_index(cx.b, p, reflect), p.dim);
+  return x;
+}
+
+// (grad_output, self, padding)
+Value pad_backward(Context& cx, int64_t k, bool reflect) {
+  auto& b = cx.b;
+  Value self = cx.tensor(1);
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  std::vector<PadDim> ps = pad_dims(cx, self, cx.ints(2), k, reflect);
+  Value g = cx.as(0, t);
+  Dims expected = self.dims();
+  for (const PadDim& p : ps) expected[p.dim] = p.out();
+  if (g.dims() != expected) cx.fail("grad_output has shape " + dims_str(g.dims()) + ", expected " + dims_str(expected));
+  for (const PadDim& p : ps) {
+    TensorType m{DType::I64, {p.out(), p.n}};
+    Value src = b.broadcast_in_dim(source_index(b, p, reflect), m.dims, {0});
+    Value onehot = b.convert(b.compare(src, b.iota(m, 1), "EQ"), t);
+    // [.., out, ..] x [out, n] -> [.. without dim .., n], then n back at dim
+    Value r = b.dot_general(g, onehot, {}, {}, {p.dim}, {0}, t);
+    Dims perm;
+    for (int64_t i = 0; i < g.rank() - 1; ++i) {
+      if (i == p.dim) perm.push_back(g.rank() - 1);
+      perm.push_back(i);
+    }
+    if (p.dim == g.rank() - 1) perm.push_back(g.rank() - 1);
+    g = b.transpose(r, perm);
+  }
+  return b.convert(g, out);
+}
+
+template <int K, bool Reflect>
+V pad_fwd(Context& cx) {
+  return {pad_forward(cx, K, Reflect)};
+}
+template <int K, bool Reflect>
+V pad_bwd(Context& cx) {
+  return {pad_backward(cx, K, Reflect)};
+}
+
+}  // namespace
+
+std::vector<Entry> pad_lowerings() {
+  return {
+      {"aten::reflection_pad1d", pad_fwd<1, true>},
+      {"aten::reflection_pad2d", pad_fwd<2, true>},
+      {"aten::reflection_pad3d", pad_fwd<3, true>},
+      {"aten::reflection_pad1d_backward", pad_bwd<1, true>},
+      {"aten::reflection_pad2d_backward", pad_bwd<2, true>},
+      {"aten::reflection_pad3d_backward", pad_bwd<3, true>},
+      {"aten::replication_pad1d", pad_fwd<1, false>},
+      {"aten::replication_pad2d", pad_fwd<2, false>},
+      {"aten::replication_pad3d", pad_fwd<3, false>},
+      {"aten::replication_pad1d_backward", pad_bwd<1, false>},
+      {"aten::replication_pad2d_backward", pad_bwd<2, false>},
+      {"aten::replication_pad3d_backward", pad_bwd<3, false>},
+  };
+}
+
+}  // namespace torch_pjrt::lowering
