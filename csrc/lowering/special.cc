@@ -5,6 +5,7 @@
 // float precision. Inputs are computed in their opmath type (ints promote to
 // float32, float16/bfloat16 compute in float32 and round once).
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "lowering/families.h"
@@ -59,13 +60,13 @@ Value any(hlo::Builder& b, Value pred) {
 
 // exp(-x) I0(x) on [0, 8] in y = x / 2 - 2.
 const Coeffs kI0eA = {
-    -4.41534164647933937950E-18, 3.33079451882223809783E-17,  -2.43127984654795469359E-16, 1.71539128555513303061E-15,
-    -1.16853328779934516808E-14, 7.67618549860493561688E-14,  -4.85644678311192946090E-13, 2.95505266312963983461E-12,
-    -1.72682629144155570723E-11, 9.67580903537323691224E-11,  -5.18979560163526290666E-10, 2.65982372468238665035E-9,
-    -1.30002500998624804212E-8,  6.04699502254191894932E-8,   -2.67079385394061173391E-7,  1.11738753912010371815E-6,
-    -4.41673835845875056359E-6,  1.64484480707288970893E-5,   -5.75419501008210370398E-5,  1.88502885095841655729E-4,
-    -5.76375574538582365885E-4,  1.63947561694133579842E-3,   -4.32430999505057594430E-3,  1.05464603945949983183E-2,
-    -2.37374148058994688156E-2,  4.93052842396707084878E-2,   -9.49010970480476444210E-2,  1.71620901522208775349E-1,
+    -4.41534164647933937950E-18, 3.33079451882223809783E-17, -2.43127984654795469359E-16, 1.71539128555513303061E-15,
+    -1.16853328779934516808E-14, 7.67618549860493561688E-14, -4.85644678311192946090E-13, 2.95505266312963983461E-12,
+    -1.72682629144155570723E-11, 9.67580903537323691224E-11, -5.18979560163526290666E-10, 2.65982372468238665035E-9,
+    -1.30002500998624804212E-8,  6.04699502254191894932E-8,  -2.67079385394061173391E-7,  1.11738753912010371815E-6,
+    -4.41673835845875056359E-6,  1.64484480707288970893E-5,  -5.75419501008210370398E-5,  1.88502885095841655729E-4,
+    -5.76375574538582365885E-4,  1.63947561694133579842E-3,  -4.32430999505057594430E-3,  1.05464603945949983183E-2,
+    -2.37374148058994688156E-2,  4.93052842396707084878E-2,  -9.49010970480476444210E-2,  1.71620901522208775349E-1,
     -3.04682672343198398683E-1,  6.76795274409476084995E-1};
 // exp(-x) sqrt(x) I0(x) on (8, inf) in y = 32 / x - 2.
 const Coeffs kI0eB = {
@@ -77,12 +78,12 @@ const Coeffs kI0eB = {
     2.04891858946906374183E-7,   2.89137052083475648297E-6,   6.88975834691682398426E-5,   3.36911647825569408990E-3,
     8.04490411014108831608E-1};
 // exp(-x) I1(x) / x on [0, 8]. ATen's float kernels use the last 17 terms.
-const Coeffs kI1eA = {
-    9.38153738649577178388E-9,  -4.44505912879632808065E-8, 2.00329475355213526229E-7,  -8.56872026469545474066E-7,
-    3.47025130813767847674E-6,  -1.32731636560394358279E-5, 4.78156510755005422638E-5,  -1.61760815825896745588E-4,
-    5.12285956168575772895E-4,  -1.51357245063125314899E-3, 4.15642294431288815669E-3,  -1.05640848946261981558E-2,
-    2.47264490306265168283E-2,  -5.29459812080949914269E-2, 1.02643658689847095384E-1,  -1.76416518357834055153E-1,
-    2.52587186443633654823E-1};
+const Coeffs kI1eA = {9.38153738649577178388E-9,  -4.44505912879632808065E-8, 2.00329475355213526229E-7,
+                      -8.56872026469545474066E-7, 3.47025130813767847674E-6,  -1.32731636560394358279E-5,
+                      4.78156510755005422638E-5,  -1.61760815825896745588E-4, 5.12285956168575772895E-4,
+                      -1.51357245063125314899E-3, 4.15642294431288815669E-3,  -1.05640848946261981558E-2,
+                      2.47264490306265168283E-2,  -5.29459812080949914269E-2, 1.02643658689847095384E-1,
+                      -1.76416518357834055153E-1, 2.52587186443633654823E-1};
 // exp(-x) sqrt(x) I1(x) on (8, inf). ATen's float kernels use the last 7 terms.
 const Coeffs kI1eB = {-3.83538038596423702205E-9, -2.63146884688951950684E-8, -2.51223623787020892529E-7,
                       -3.88256480887769039346E-6, -1.10588938762623716291E-4, -9.76109749136146840777E-3,
@@ -117,6 +118,516 @@ V special_i1(Context& cx) {
 V special_i1e(Context& cx) {
   return unary_special(cx, [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI1eA, kI1eB, true, true, true); });
 }
+
+// ---- Bessel functions of the first and second kind, Airy Ai (ATen's
+// bessel_*_forward, modified_bessel_*_forward, airy_ai_forward)
+
+// Coefficient tables of ATen's kernels, in its order (highest power first).
+const Coeffs kJ0PP = {7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e+00,
+                      5.44725003058768775090e+00, 8.74716500199817011941e+00, 5.30324038235394892183e+00,
+                      9.99999999999999997821e-01};
+const Coeffs kJ0PQ = {9.24408810558863637013e-04, 8.56288474354474431428e-02, 1.25352743901058953537e+00,
+                      5.47097740330417105182e+00, 8.76190883237069594232e+00, 5.30605288235394617618e+00,
+                      1.00000000000000000218e+00};
+const Coeffs kJ0QP = {-1.13663838898469149931e-02, -1.28252718670509318512e+00, -1.95539544257735972385e+01,
+                      -9.32060152123768231369e+01, -1.77681167980488050595e+02, -1.47077505154951170175e+02,
+                      -5.14105326766599330220e+01, -6.05014350600728481186e+00};
+const Coeffs kJ0QQ = {6.43178256118178023184e+01, 8.56430025976980587198e+02, 3.88240183605401609683e+03,
+                      7.24046774195652478189e+03, 5.93072701187316984827e+03, 2.06209331660327847417e+03,
+                      2.42005740240291393179e+02};
+const Coeffs kJ0RP = {-4.79443220978201773821e+09, 1.95617491946556577543e+12, -2.49248344360967716204e+14,
+                      9.70862251047306323952e+15};
+const Coeffs kJ0RQ = {4.99563147152651017219e+02, 1.73785401676374683123e+05, 4.84409658339962045305e+07,
+                      1.11855537045356834862e+10, 2.11277520115489217587e+12, 3.10518229857422583814e+14,
+                      3.18121955943204943306e+16, 1.71086294081043136091e+18};
+const Coeffs kJ1PP = {7.62125616208173112003e-04, 7.31397056940917570436e-02, 1.12719608129684925192e+00,
+                      5.11207951146807644818e+00, 8.42404590141772420927e+00, 5.21451598682361504063e+00,
+                      1.00000000000000000254e+00};
+const Coeffs kJ1PQ = {5.71323128072548699714e-04, 6.88455908754495404082e-02, 1.10514232634061696926e+00,
+                      5.07386386128601488557e+00, 8.39985554327604159757e+00, 5.20982848682361821619e+00,
+                      9.99999999999999997461e-01};
+const Coeffs kJ1QP = {5.10862594750176621635e-02, 4.98213872951233449420e+00, 7.58238284132545283818e+01,
+                      3.66779609360150777800e+02, 7.10856304998926107277e+02, 5.97489612400613639965e+02,
+                      2.11688757100572135698e+02, 2.52070205858023719784e+01};
+const Coeffs kJ1QQ = {7.42373277035675149943e+01, 1.05644886038262816351e+03, 4.98641058337653607651e+03,
+                      9.56231892404756170795e+03, 7.99704160447350683650e+03, 2.82619278517639096600e+03,
+                      3.36093607810698293419e+02};
+const Coeffs kJ1RP = {-8.99971225705559398224e+08, 4.52228297998194034323e+11, -7.27494245221818276015e+13,
+                      3.68295732863852883286e+15};
+const Coeffs kJ1RQ = {6.20836478118054335476e+02, 2.56987256757748830383e+05, 8.35146791431949253037e+07,
+                      2.21511595479792499675e+10, 4.74914122079991414898e+12, 7.84369607876235854894e+14,
+                      8.95222336184627338078e+16, 5.32278620332680085395e+18};
+const Coeffs kY0YP = {1.55924367855235737965e+04,  -1.46639295903971606143e+07, 5.43526477051876500413e+09,
+                      -9.82136065717911466409e+11, 8.75906394395366999549e+13,  -3.46628303384729719441e+15,
+                      4.42733268572569800351e+16,  -1.84950800436986690637e+16};
+const Coeffs kY0YQ = {1.04128353664259848412e+03, 6.26107330137134956842e+05, 2.68919633393814121987e+08,
+                      8.64002487103935000337e+10, 2.02979612750105546709e+13, 3.17157752842975028269e+15,
+                      2.50596256172653059228e+17};
+const Coeffs kY1YP = {1.26320474790178026440e+09,  -6.47355876379160291031e+11, 1.14509511541823727583e+14,
+                      -8.12770255501325109621e+15, 2.02439475713594898196e+17,  -7.78877196265950026825e+17};
+const Coeffs kY1YQ = {5.94301592346128195359e+02, 2.35564092943068577943e+05, 7.34811944459721705660e+07,
+                      1.87601316108706159478e+10, 3.88231277496238566008e+12, 6.20557727146953693363e+14,
+                      6.87141087355300489866e+16, 3.97270608116560655612e+18};
+const Coeffs kMI1A = {
+    2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16, -1.10559694773538630805e-15,
+    7.60068429473540693410e-15, -5.04218550472791168711e-14, 3.22379336594557470981e-13, -1.98397439776494371520e-12,
+    1.17361862988909016308e-11, -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-09,
+    9.38153738649577178388e-09, -4.44505912879632808065e-08, 2.00329475355213526229e-07, -8.56872026469545474066e-07,
+    3.47025130813767847674e-06, -1.32731636560394358279e-05, 4.78156510755005422638e-05, -1.61760815825896745588e-04,
+    5.12285956168575772895e-04, -1.51357245063125314899e-03, 4.15642294431288815669e-03, -1.05640848946261981558e-02,
+    2.47264490306265168283e-02, -5.29459812080949914269e-02, 1.02643658689847095384e-01, -1.76416518357834055153e-01,
+    2.52587186443633654823e-01};
+const Coeffs kMI1B = {
+    7.51729631084210481353e-18,  4.41434832307170791151e-18,  -4.65030536848935832153e-17, -3.20952592199342395980e-17,
+    2.96262899764595013876e-16,  3.30820231092092828324e-16,  -1.88035477551078244854e-15, -3.81440307243700780478e-15,
+    1.04202769841288027642e-14,  4.27244001671195135429e-14,  -2.10154184277266431302e-14, -4.08355111109219731823e-13,
+    -7.19855177624590851209e-13, 2.03562854414708950722e-12,  1.41258074366137813316e-11,  3.25260358301548823856e-11,
+    -1.89749581235054123450e-11, -5.58974346219658380687e-10, -3.83538038596423702205e-09, -2.63146884688951950684e-08,
+    -2.51223623787020892529e-07, -3.88256480887769039346e-06, -1.10588938762623716291e-04, -9.76109749136146840777e-03,
+    7.78576235018280120474e-01};
+const Coeffs kK0A = {1.37446543561352307156e-16, 4.25981614279661018399e-14, 1.03496952576338420167e-11,
+                     1.90451637722020886025e-09, 2.53479107902614945675e-07, 2.28621210311945178607e-05,
+                     1.26461541144692592338e-03, 3.59799365153615016266e-02, 3.44289899924628486886e-01,
+                     -5.35327393233902768720e-01};
+const Coeffs kK0B = {
+    5.30043377268626276149e-18, -1.64758043015242134646e-17, 5.21039150503902756861e-17, -1.67823109680541210385e-16,
+    5.51205597852431940784e-16, -1.84859337734377901440e-15, 6.34007647740507060557e-15, -2.22751332699166985548e-14,
+    8.03289077536357521100e-14, -2.98009692317273043925e-13, 1.14034058820847496303e-12, -4.51459788337394416547e-12,
+    1.85594911495471785253e-11, -7.95748924447710747776e-11, 3.57739728140030116597e-10, -1.69753450938905987466e-09,
+    8.57403401741422608519e-09, -4.66048989768794782956e-08, 2.76681363944501510342e-07, -1.83175552271911948767e-06,
+    1.39498137188764993662e-05, -1.28495495816278026384e-04, 1.56988388573005337491e-03, -3.14481013119645005427e-02,
+    2.44030308206595545468e+00};
+const Coeffs kK1A = {-7.02386347938628759343e-18, -2.42744985051936593393e-15, -6.66690169419932900609e-13,
+                     -1.41148839263352776110e-10, -2.21338763073472585583e-08, -2.43340614156596823496e-06,
+                     -1.73028895751305206302e-04, -6.97572385963986435018e-03, -1.22611180822657148235e-01,
+                     -3.53155960776544875667e-01, 1.52530022733894777053e+00};
+const Coeffs kK1B = {
+    -5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844285935196e-17, 1.83809354436663880070e-16,
+    -6.05704724837331885336e-16, 2.03870316562433424052e-15, -7.01983709041831346144e-15, 2.47715442448130437068e-14,
+    -8.97670518232499435011e-14, 3.34841966607842919884e-13, -1.28917396095102890680e-12, 5.13963967348173025100e-12,
+    -2.12996783842756842877e-11, 9.21831518760500529508e-11, -4.19035475934189648750e-10, 2.01504975519703286596e-09,
+    -1.03457624656780970260e-08, 5.74108412545004946722e-08, -3.50196060308781257119e-07, 2.40648494783721712015e-06,
+    -1.93619797416608296024e-05, 1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
+    2.72062619048444266945e+00};
+const Coeffs kAiAN = {3.46538101525629032477e-01, 1.20075952739645805542e+01, 7.62796053615234516538e+01,
+                      1.68089224934630576269e+02, 1.59756391350164413639e+02, 7.05360906840444183113e+01,
+                      1.40264691163389668864e+01, 9.99999999999999995305e-01};
+const Coeffs kAiAD = {5.67594532638770212846e-01, 1.47562562584847203173e+01, 8.45138970141474626562e+01,
+                      1.77318088145400459522e+02, 1.64234692871529701831e+02, 7.14778400825575695274e+01,
+                      1.40959135607834029598e+01, 1.00000000000000000470e+00};
+const Coeffs kAiAFN = {-1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
+                       -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+                       -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08};
+const Coeffs kAiAFD = {1.33560420706553243746e+01, 3.26825032795224613948e+01, 2.67367040941499554804e+01,
+                       9.18707402907259625840e+00, 1.47529146771666414581e+00, 1.15687173795188044134e-01,
+                       4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07};
+const Coeffs kAiAGN = {1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e+00,
+                       9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
+                       5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
+                       8.11789239554389293311e-08, 3.41551784765923618484e-10};
+const Coeffs kAiAGD = {9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.55646628932864612953e+01,
+                       5.47686069422975497931e+00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
+                       4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
+                       4.91834570062930015649e-09};
+
+// Cephes polevl: Horner's rule, highest coefficient first.
+Value polevl(hlo::Builder& b, Value x, const Coeffs& c) {
+  Value r = k(b, c[0], x);
+  for (size_t i = 1; i < c.size(); ++i) r = b.add(b.mul(r, x), k(b, c[i], x));
+  return r;
+}
+
+Value sin(hlo::Builder& b, Value x) { return b.unary("stablehlo.sine", x); }
+Value cos(hlo::Builder& b, Value x) { return b.unary("stablehlo.cosine", x); }
+Value inf_like(hlo::Builder& b, Value x, double sign = 1) {
+  return b.full(sign * std::numeric_limits<double>::infinity(), x.type);
+}
+Value nan_like(hlo::Builder& b, Value x) { return b.full(std::numeric_limits<double>::quiet_NaN(), x.type); }
+
+const double kTwoOverPi = 0.636619772367581343075535053490057448;
+const double kSqrtTwoOverPi = 0.797884560802865355879892119868763737;
+
+// The asymptotic form for x > 5 shared by J and Y of order `order`: with
+// w = 25 / x^2 (order 0) or 5/x * 5/x (order 1), P = pp/pq, Q = 5/x * qp/qq,
+// J = (P cos(x - phase) - Q sin(x - phase)) sqrt(2/pi) / sqrt(x), and Y uses
+// sin and cos the other way round with Q added.
+Value bessel_asymptotic(hlo::Builder& b, Value x, int order, bool second_kind) {
+  const Coeffs& pp = order ? kJ1PP : kJ0PP;
+  const Coeffs& pq = order ? kJ1PQ : kJ0PQ;
+  const Coeffs& qp = order ? kJ1QP : kJ0QP;
+  const Coeffs& qq = order ? kJ1QQ : kJ0QQ;
+  Value five = k(b, 5, x);
+  Value w = order ? b.mul(b.div(five, x), b.div(five, x)) : b.div(k(b, 25, x), b.mul(x, x));
+  Value p = b.div(polevl(b, w, pp), polevl(b, w, pq));
+  Value q = b.mul(b.div(five, x), b.div(polevl(b, w, qp), polevl(b, w, qq)));
+  Value shifted =
+      b.sub(x, k(b, order ? 2.356194490192344928846982537459627163 : 0.785398163397448309615660845819875721, x));
+  Value r = second_kind ? b.add(b.mul(p, sin(b, shifted)), b.mul(q, cos(b, shifted)))
+                        : b.sub(b.mul(p, cos(b, shifted)), b.mul(q, sin(b, shifted)));
+  return b.div(b.mul(r, k(b, kSqrtTwoOverPi, x)), b.sqrt(x));
+}
+
+Value bessel_j0(hlo::Builder& b, Value x) {
+  x = b.abs(x);
+  Value xx = b.mul(x, x);
+  Value tiny = b.sub(k(b, 1, x), b.div(xx, k(b, 4, x)));
+  Value small =
+      b.mul(b.mul(b.sub(xx, k(b, 5.78318596294678452118e+00, x)), b.sub(xx, k(b, 3.04712623436620863991e+01, x))),
+            polevl(b, xx, kJ0RP));
+  small = b.div(small, polevl(b, xx, kJ0RQ));
+  small = b.select(b.compare(x, k(b, 0.00001, x), "LT"), tiny, small);
+  return b.select(b.compare(x, k(b, 5, x), "LE"), small, bessel_asymptotic(b, x, 0, false));
+}
+
+Value bessel_j1(hlo::Builder& b, Value x_in) {
+  Value x = b.abs(x_in);
+  Value xx = b.mul(x, x);
+  Value small = b.mul(b.mul(b.div(polevl(b, xx, kJ1RP), polevl(b, xx, kJ1RQ)), x),
+                      b.sub(xx, k(b, 1.46819706421238932572e+01, x)));
+  small = b.mul(small, b.sub(xx, k(b, 4.92184563216946036703e+01, x)));
+  Value r = b.select(b.compare(x, k(b, 5, x), "LE"), small, bessel_asymptotic(b, x, 1, false));
+  return b.select(is_neg(b, x_in), b.neg(r), r);
+}
+
+// Y0 and Y1 below 5: a rational function plus 2/pi log(x) J(x); -inf at 0
+// and NaN for negative x.
+Value bessel_y0(hlo::Builder& b, Value x) {
+  Value xx = b.mul(x, x);
+  Value small = b.add(b.div(polevl(b, xx, kY0YP), polevl(b, xx, kY0YQ)),
+                      b.mul(b.mul(k(b, kTwoOverPi, x), b.log(x)), bessel_j0(b, x)));
+  small = b.select(is_neg(b, x), nan_like(b, x), small);
+  small = b.select(b.compare(x, k(b, 0, x), "EQ"), inf_like(b, x, -1), small);
+  return b.select(b.compare(x, k(b, 5, x), "LE"), small, bessel_asymptotic(b, x, 0, true));
+}
+
+Value bessel_y1(hlo::Builder& b, Value x) {
+  Value xx = b.mul(x, x);
+  Value log_term = b.sub(b.mul(bessel_j1(b, x), b.log(x)), b.div(k(b, 1, x), x));
+  Value small =
+      b.add(b.mul(x, b.div(polevl(b, xx, kY1YP), polevl(b, xx, kY1YQ))), b.mul(k(b, kTwoOverPi, x), log_term));
+  small = b.select(is_neg(b, x), nan_like(b, x), small);
+  small = b.select(b.compare(x, k(b, 0, x), "EQ"), inf_like(b, x, -1), small);
+  return b.select(b.compare(x, k(b, 5, x), "LE"), small, bessel_asymptotic(b, x, 1, true));
+}
+
+// modified_bessel_i0/i1_forward: the i0/i1 Chebyshev expansions with ATen's
+// full tables.
+Value modified_i0(hlo::Builder& b, Value x) { return bessel_i(b, x, kI0eA, kI0eB, false, false, false); }
+Value modified_i1(hlo::Builder& b, Value x) { return bessel_i(b, x, kMI1A, kMI1B, true, false, true); }
+
+// K0 and K1 (optionally times exp(x)): below 2 the series in x^2 - 2 with the
+// log(x/2) I term, above it the series in 8/x - 2 over sqrt(x). inf at 0,
+// NaN for negative x.
+Value bessel_k(hlo::Builder& b, Value x, int order, bool scaled) {
+  Value half_x_log = b.log(b.mul(k(b, 0.5, x), x));
+  Value a = chbevl(b, b.sub(b.mul(x, x), k(b, 2, x)), order ? kK1A : kK0A);
+  Value small =
+      order ? b.add(b.mul(half_x_log, modified_i1(b, x)), b.div(a, x)) : b.sub(a, b.mul(half_x_log, modified_i0(b, x)));
+  Value large = b.div(chbevl(b, b.sub(b.div(k(b, 8, x), x), k(b, 2, x)), order ? kK1B : kK0B), b.sqrt(x));
+  if (scaled)
+    small = b.mul(small, b.exp(x));
+  else
+    large = b.div(b.mul(b.exp(b.neg(x)), chbevl(b, b.sub(b.div(k(b, 8, x), x), k(b, 2, x)), order ? kK1B : kK0B)),
+                  b.sqrt(x));
+  Value r = b.select(b.compare(x, k(b, 2, x), "LE"), small, large);
+  r = b.select(is_neg(b, x), nan_like(b, x), r);
+  return b.select(b.compare(x, k(b, 0, x), "EQ"), inf_like(b, x), r);
+}
+
+// sin(x) / x with its Taylor series below 0.5; 0 at +-inf.
+Value spherical_j0(hlo::Builder& b, Value x) {
+  Value xx = b.mul(x, x);
+  const double c[] = {1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};
+  Value s = k(b, c[0], x);
+  for (int i = 1; i < 6; ++i) s = b.add(k(b, c[i], x), b.mul(xx, s));
+  s = b.add(k(b, 1, x), b.mul(xx, s));
+  Value r = b.select(b.compare(b.abs(x), k(b, 0.5, x), "LT"), s, b.div(sin(b, x), x));
+  return b.select(b.compare(b.abs(x), inf_like(b, x), "EQ"), k(b, 0, x), r);
+}
+
+// Machine epsilon of a float dtype (float32 or float64 opmath).
+double epsilon(DType t) { return hlo::byte_size(t) == 8 ? 0x1p-52 : 0x1p-23; }
+
+// stablehlo.while over `init`; cond and body see the loop state.
+std::vector<Value> while_loop(hlo::Builder& b, const std::vector<Value>& init, const hlo::Builder::RegionFn& cond,
+                              const hlo::Builder::RegionFn& body) {
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  return b.op_multi("stablehlo.while", init, types, "", {{types, cond}, {types, body}});
+}
+
+// airy_ai_forward: asymptotic expansions below -2.09 and from 2.09 on, the
+// Maclaurin series (summed until a term falls below epsilon) in between.
+Value airy_ai(hlo::Builder& b, Value x) {
+  Value one = k(b, 1, x);
+  const double inv_sqrt_pi = 5.64189583547756286948e-01;
+  // x < -2.09
+  Value neg_x = b.neg(x);
+  Value zt = b.div(b.mul(b.mul(k(b, -2, x), x), b.sqrt(neg_x)), k(b, 3, x));
+  Value z = b.div(one, zt);
+  Value zz = b.mul(z, z);
+  Value fa = b.div(b.mul(zz, polevl(b, zz, kAiAFN)), polevl(b, zz, kAiAFD));
+  Value ga = b.div(b.mul(z, polevl(b, zz, kAiAGN)), polevl(b, zz, kAiAGD));
+  Value t = b.add(zt, k(b, 0.25 * static_cast<float>(M_PI), x));
+  Value left = b.sub(b.mul(sin(b, t), b.add(one, fa)), b.mul(cos(b, t), ga));
+  left = b.mul(b.div(k(b, inv_sqrt_pi, x), b.sqrt(b.sqrt(neg_x))), left);
+  // x >= 2.09
+  Value zeta = b.div(b.mul(b.mul(k(b, 2, x), x), b.sqrt(x)), k(b, 3, x));
+  Value iz = b.div(one, zeta);
+  Value right = b.div(b.mul(k(b, inv_sqrt_pi, x), b.div(polevl(b, iz, kAiAN), polevl(b, iz, kAiAD))),
+                      b.mul(b.mul(k(b, 2, x), b.sqrt(b.sqrt(x))), b.exp(zeta)));
+  // the series in between (NaN inputs take it too, as on CPU)
+  Value is_left = b.compare(x, k(b, -2.09, x), "LT");
+  Value is_right = b.compare(x, k(b, 2.09, x), "GE");
+  Value in_series = b.not_(b.or_(is_left, is_right));
+  Value z3 = b.mul(b.mul(x, x), x);
+  double eps = epsilon(x.dtype());
+  auto active = [&](hlo::Builder& bb, Value tt) { return bb.and_(in_series, bb.compare(tt, k(bb, eps, tt), "GT")); };
+  Value ones = b.full(1, x.type);
+  // State: kk (scalar), m, n, f, g, t.
+  auto st = while_loop(
+      b, {one, ones, x, ones, x, ones},
+      [&](hlo::Builder& bb, const std::vector<Value>& s) { return std::vector<Value>{any(bb, active(bb, s[5]))}; },
+      [&](hlo::Builder& bb, const std::vector<Value>& s) {
+        Value go = active(bb, s[5]);
+        Value c1 = k(bb, 1, x);
+        Value kk = s[0], m = s[1], n = s[2], f = s[3], g = s[4];
+        m = bb.mul(m, z3);
+        kk = bb.add(kk, c1);
+        m = bb.div(m, kk);
+        n = bb.mul(n, z3);
+        kk = bb.add(kk, c1);
+        n = bb.div(n, kk);
+        m = bb.div(m, kk);
+        f = bb.add(f, m);
+        kk = bb.add(kk, c1);
+        n = bb.div(n, kk);
+        g = bb.add(g, n);
+        Value tt = bb.abs(bb.div(m, f));
+        return std::vector<Value>{kk,
+                                  bb.select(go, m, s[1]),
+                                  bb.select(go, n, s[2]),
+                                  bb.select(go, f, s[3]),
+                                  bb.select(go, g, s[4]),
+                                  bb.select(go, tt, s[5])};
+      });
+  Value series = b.sub(b.mul(k(b, 0.355028053887817239260, x), st[3]), b.mul(k(b, 0.258819403792806798405, x), st[4]));
+  Value r = b.select(is_left, left, b.select(is_right, right, series));
+  r = b.select(b.compare(x, k(b, 103.892, x), "GT"), k(b, 0, x), r);
+  return b.select(b.compare(b.abs(x), inf_like(b, x), "EQ"), nan_like(b, x), r);
+}
+
+#define UNARY_SPECIAL(name, expr)                                            \
+  V name(Context& cx) {                                                      \
+    return unary_special(cx, [](hlo::Builder& b, Value x) { return expr; }); \
+  }
+UNARY_SPECIAL(special_bessel_j0, bessel_j0(b, x))
+UNARY_SPECIAL(special_bessel_j1, bessel_j1(b, x))
+UNARY_SPECIAL(special_bessel_y0, bessel_y0(b, x))
+UNARY_SPECIAL(special_bessel_y1, bessel_y1(b, x))
+UNARY_SPECIAL(special_modified_bessel_i0, modified_i0(b, x))
+UNARY_SPECIAL(special_modified_bessel_i1, modified_i1(b, x))
+UNARY_SPECIAL(special_modified_bessel_k0, bessel_k(b, x, 0, false))
+UNARY_SPECIAL(special_modified_bessel_k1, bessel_k(b, x, 1, false))
+UNARY_SPECIAL(special_scaled_modified_bessel_k0, bessel_k(b, x, 0, true))
+UNARY_SPECIAL(special_scaled_modified_bessel_k1, bessel_k(b, x, 1, true))
+UNARY_SPECIAL(special_spherical_bessel_j0, spherical_j0(b, x))
+UNARY_SPECIAL(special_airy_ai, airy_ai(b, x))
+#undef UNARY_SPECIAL
+
+// ---- orthogonal polynomials of a tensor degree n (ATen's *_polynomial_*_forward)
+
+// The degree as ATen reads it: truncated to int64. NaN, infinite and
+// out-of-range degrees convert to INT64_MIN on CPU, so they count as
+// negative here (their result is 0).
+Value degree(hlo::Builder& b, Value n) {
+  Value bad = b.or_(is_nan(b, n), b.compare(b.abs(n), k(b, 9.2233720368547758e18, n), "GE"));
+  return b.select(bad, b.full(-1, TensorType{DType::I64, n.dims()}), b.convert(n, DType::I64));
+}
+
+// The three-term recurrence from (p, q) = (P_0, P_1): step j = 2, 3, ...
+// gives P_j = step(j, P_{j-2}, P_{j-1}) while j <= n, for the elements in
+// `run`; with `nan_stops` an element stops once its value is NaN, as ATen's
+// loops do. The loop runs as long as any element is still going.
+using Step = std::function<Value(hlo::Builder&, Value, Value, Value)>;
+Value recurrence(hlo::Builder& b, Value n, Value run, Value p0, Value q0, bool nan_stops, const Step& step) {
+  auto active = [&](hlo::Builder& bb, Value j, Value q) {
+    Value a = bb.and_(run, bb.compare(j, n, "LE"));
+    return nan_stops ? bb.and_(a, bb.compare(q, q, "EQ")) : a;
+  };
+  DType t = q0.dtype();
+  auto st = while_loop(
+      b, {b.constant(2, DType::I64), p0, q0},
+      [&](hlo::Builder& bb, const std::vector<Value>& s) {
+        return std::vector<Value>{any(bb, active(bb, s[0], s[2]))};
+      },
+      [&](hlo::Builder& bb, const std::vector<Value>& s) {
+        Value go = active(bb, s[0], s[2]);
+        Value r = step(bb, bb.convert(s[0], t), s[1], s[2]);
+        return std::vector<Value>{bb.add(s[0], bb.constant(1, DType::I64)), bb.select(go, s[2], s[1]),
+                                  bb.select(go, r, s[2])};
+      });
+  return st[2];
+}
+
+// The float value of an int64 expression of the degree, as ATen converts it.
+Value as_float(hlo::Builder& b, Value i, const Value& like) { return b.convert(i, like.dtype()); }
+Value int_k(hlo::Builder& b, int64_t v) { return b.constant(static_cast<double>(v), DType::I64); }
+
+enum class Cheb { T, U, V, W };
+
+// Chebyshev polynomials of the four kinds, and their shifted forms in
+// y = 2x - 1: the endpoint values at y = +-1, cos/sin of n acos(y) for large n
+// inside (-1, 1), otherwise the recurrence y_{j} = 2y q - p.
+Value chebyshev(hlo::Builder& b, Value x, Value nv, Cheb kind, bool shifted) {
+  Value y = shifted ? b.sub(b.add(x, x), k(b, 1, x)) : x;
+  Value n = degree(b, nv);
+  Value one = k(b, 1, y), zero = k(b, 0, y);
+  Value yy = b.add(y, y);
+  Value even = b.compare(b.binary("stablehlo.remainder", n, int_k(b, 2)), int_k(b, 0), "EQ");
+  Value n1 = as_float(b, b.add(n, int_k(b, 1)), y);                               // n + 1
+  Value n21 = as_float(b, b.add(b.add(n, n), int_k(b, 1)), y);                    // n + n + 1
+  Value pm1 = b.select(even, b.broadcast_to(one, y.dims()), b.full(-1, y.type));  // (-1)^n
+  Value pos = b.compare(y, zero, "GT");
+  Value ay = b.abs(y);
+
+  Value q0 = kind == Cheb::T ? y : kind == Cheb::U ? yy : kind == Cheb::V ? b.sub(yy, one) : b.add(yy, one);
+  Value endpoint;
+  switch (kind) {
+    case Cheb::T:
+      endpoint = b.select(b.or_(pos, even), one, k(b, -1, y));
+      break;
+    case Cheb::U:
+      endpoint = b.select(b.or_(pos, even), n1, b.neg(n1));
+      break;
+    case Cheb::V:
+      endpoint = b.select(pos, one, b.select(even, n21, b.neg(n21)));
+      break;
+    case Cheb::W:
+      endpoint = b.select(pos, n21, pm1);
+      break;
+  }
+  int64_t threshold = (kind == Cheb::T || shifted) ? 6 : 8;
+  if (kind == Cheb::W && shifted) threshold = 4;
+  Value theta = b.unary("chlo.acos", y);
+  Value nf = as_float(b, n, y);
+  Value fast;
+  switch (kind) {
+    case Cheb::T:
+      fast = cos(b, b.mul(nf, theta));
+      break;
+    case Cheb::U: {
+      Value st = sin(b, theta);
+      fast = b.select(b.compare(st, zero, "NE"), b.div(sin(b, b.mul(n1, theta)), st),
+                      b.div(b.mul(n1, cos(b, b.mul(n1, theta))), y));
+      break;
+    }
+    case Cheb::V: {
+      Value half = b.div(theta, k(b, 2, y));
+      fast =
+          b.select(b.compare(sin(b, half), one, "NE"),
+                   b.div(cos(b, b.mul(b.add(nf, k(b, 0.5, y)), theta)), cos(b, half)), b.select(even, n21, b.neg(n21)));
+      break;
+    }
+    case Cheb::W: {
+      Value half = b.div(theta, k(b, 2, y));
+      fast = b.select(b.compare(cos(b, half), one, "NE"),
+                      b.div(sin(b, b.mul(b.add(nf, k(b, 0.5, y)), theta)), sin(b, half)),
+                      shifted ? pm1 : b.select(pos, n21, pm1));
+      break;
+    }
+  }
+  Value is_end = b.compare(ay, one, "EQ");
+  Value use_fast = b.and_(b.compare(n, int_k(b, threshold), "GT"), b.compare(ay, one, "LT"));
+  Value run = b.not_(b.or_(is_end, use_fast));
+  Value r = recurrence(b, n, run, b.broadcast_to(one, y.dims()), b.broadcast_to(q0, y.dims()), true,
+                       [yy](hlo::Builder& bb, Value, Value p, Value q) { return bb.sub(bb.mul(yy, q), p); });
+  r = b.select(b.compare(n, int_k(b, 0), "EQ"), one, r);
+  r = b.select(use_fast, fast, r);
+  r = b.select(is_end, endpoint, r);
+  return b.select(b.compare(n, int_k(b, 0), "LT"), zero, r);
+}
+
+// Hermite H (physicists', `physicists`) and He: NaN beyond ATen's degree
+// limit (128 in float32, 512 in float64).
+Value hermite(hlo::Builder& b, Value x, Value nv, bool physicists) {
+  Value n = degree(b, nv);
+  Value one = k(b, 1, x);
+  Value xx = b.add(x, x);
+  Value q0 = physicists ? xx : x;
+  int64_t limit = hlo::byte_size(x.dtype()) == 8 ? 512 : 128;
+  Value too_big = b.compare(n, int_k(b, limit), "GT");
+  Value r = recurrence(b, n, b.not_(too_big), b.broadcast_to(one, x.dims()), b.broadcast_to(q0, x.dims()), false,
+                       [=](hlo::Builder& bb, Value j, Value p, Value q) {
+                         Value c1 = k(bb, 1, j);
+                         Value kk = physicists ? bb.mul(k(bb, 2, j), bb.sub(j, c1)) : bb.sub(j, c1);
+                         return bb.sub(bb.mul(physicists ? xx : x, q), bb.mul(kk, p));
+                       });
+  r = b.select(too_big, nan_like(b, x), r);
+  r = b.select(b.compare(n, int_k(b, 0), "EQ"), one, r);
+  return b.select(b.compare(n, int_k(b, 0), "LT"), k(b, 0, x), r);
+}
+
+Value laguerre(hlo::Builder& b, Value x, Value nv) {
+  Value n = degree(b, nv);
+  Value one = k(b, 1, x);
+  Value one_minus_x = b.sub(one, x);
+  Value at_zero = b.compare(b.abs(x), k(b, 0, x), "EQ");
+  Value r = recurrence(b, n, b.not_(at_zero), b.broadcast_to(one, x.dims()), one_minus_x, true,
+                       [=](hlo::Builder& bb, Value j, Value p, Value q) {
+                         Value kk = bb.sub(j, k(bb, 1, j));
+                         Value a = bb.mul(bb.add(bb.add(kk, kk), one_minus_x), q);
+                         return bb.div(bb.sub(a, bb.mul(kk, p)), bb.add(kk, k(bb, 1, j)));
+                       });
+  r = b.select(b.compare(n, int_k(b, 0), "EQ"), one, r);
+  r = b.select(at_zero, one, r);
+  return b.select(b.compare(n, int_k(b, 0), "LT"), k(b, 0, x), r);
+}
+
+Value legendre(hlo::Builder& b, Value x, Value nv) {
+  Value n = degree(b, nv);
+  Value one = k(b, 1, x);
+  Value even = b.compare(b.binary("stablehlo.remainder", n, int_k(b, 2)), int_k(b, 0), "EQ");
+  Value is_end = b.compare(b.abs(x), one, "EQ");
+  Value r = recurrence(b, n, b.not_(is_end), b.broadcast_to(one, x.dims()), x, true,
+                       [=](hlo::Builder& bb, Value j, Value p, Value q) {
+                         Value kk = bb.sub(j, k(bb, 1, j));
+                         Value a = bb.mul(bb.mul(bb.add(bb.add(kk, kk), k(bb, 1, j)), x), q);
+                         return bb.div(bb.sub(a, bb.mul(kk, p)), bb.add(kk, k(bb, 1, j)));
+                       });
+  r = b.select(b.compare(n, int_k(b, 0), "EQ"), one, r);
+  r = b.select(is_end, b.select(b.or_(b.compare(x, k(b, 0, x), "GT"), even), one, k(b, -1, x)), r);
+  return b.select(b.compare(n, int_k(b, 0), "LT"), k(b, 0, x), r);
+}
+
+// A polynomial op (x, n): both promote to their common float dtype and
+// broadcast, computing in opmath.
+template <typename F>
+V polynomial(Context& cx, F f) {
+  DType out = float_type(cx.result_type({0, 1}));
+  DType t = hlo::opmath_type(out);
+  Value x = cx.as(0, t), n = cx.as(1, t);
+  Dims dims = hlo::broadcast_shapes(x.dims(), n.dims());
+  return {cx.b.convert(f(cx.b, cx.b.broadcast_to(x, dims), cx.b.broadcast_to(n, dims)), out)};
+}
+
+#define POLYNOMIAL(name, expr)                                                     \
+  V name(Context& cx) {                                                            \
+    return polynomial(cx, [](hlo::Builder& b, Value x, Value n) { return expr; }); \
+  }
+POLYNOMIAL(special_chebyshev_polynomial_t, chebyshev(b, x, n, Cheb::T, false))
+POLYNOMIAL(special_chebyshev_polynomial_u, chebyshev(b, x, n, Cheb::U, false))
+POLYNOMIAL(special_chebyshev_polynomial_v, chebyshev(b, x, n, Cheb::V, false))
+POLYNOMIAL(special_chebyshev_polynomial_w, chebyshev(b, x, n, Cheb::W, false))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_t, chebyshev(b, x, n, Cheb::T, true))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_u, chebyshev(b, x, n, Cheb::U, true))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_v, chebyshev(b, x, n, Cheb::V, true))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_w, chebyshev(b, x, n, Cheb::W, true))
+POLYNOMIAL(special_hermite_polynomial_h, hermite(b, x, n, true))
+POLYNOMIAL(special_hermite_polynomial_he, hermite(b, x, n, false))
+POLYNOMIAL(special_laguerre_polynomial_l, laguerre(b, x, n))
+POLYNOMIAL(special_legendre_polynomial_p, legendre(b, x, n))
+#undef POLYNOMIAL
 
 // ---- zeta and polygamma
 
@@ -154,23 +665,22 @@ Value zeta(hlo::Builder& b, Value x, Value q) {
     return bb.and_(bb.and_(more, bb.not_(done)), bb.not_(special));
   };
   // State: i, a, b, s, done.
-  auto loop = b.op_multi(
-      "stablehlo.while", {i0, q, b.full(0, ft), s0, f}, {it, ft, ft, ft, bt}, "",
-      {{{it, ft, ft, ft, bt},
-        [&](hlo::Builder& bb, const std::vector<Value>& st) {
-          return std::vector<Value>{any(bb, active(bb, st[0], st[1], st[4]))};
-        }},
-       {{it, ft, ft, ft, bt}, [&](hlo::Builder& bb, const std::vector<Value>& st) {
-          Value go = active(bb, st[0], st[1], st[4]);
-          Value a = bb.add(st[1], k(bb, 1, st[1]));
-          Value t = bb.binary("stablehlo.power", a, neg_x);
-          Value s = bb.add(st[3], t);
-          Value m = bb.mul(k(bb, machep, s), s);
-          Value conv = bb.and_(bb.compare(bb.neg(m), t, "LT"), bb.compare(t, m, "LT"));
-          return std::vector<Value>{bb.add(st[0], bb.constant(1, DType::I32)), bb.select(go, a, st[1]),
-                                    bb.select(go, t, st[2]), bb.select(go, s, st[3]),
-                                    bb.or_(st[4], bb.and_(go, conv))};
-        }}});
+  auto loop = b.op_multi("stablehlo.while", {i0, q, b.full(0, ft), s0, f}, {it, ft, ft, ft, bt}, "",
+                         {{{it, ft, ft, ft, bt},
+                           [&](hlo::Builder& bb, const std::vector<Value>& st) {
+                             return std::vector<Value>{any(bb, active(bb, st[0], st[1], st[4]))};
+                           }},
+                          {{it, ft, ft, ft, bt}, [&](hlo::Builder& bb, const std::vector<Value>& st) {
+                             Value go = active(bb, st[0], st[1], st[4]);
+                             Value a = bb.add(st[1], k(bb, 1, st[1]));
+                             Value t = bb.binary("stablehlo.power", a, neg_x);
+                             Value s = bb.add(st[3], t);
+                             Value m = bb.mul(k(bb, machep, s), s);
+                             Value conv = bb.and_(bb.compare(bb.neg(m), t, "LT"), bb.compare(t, m, "LT"));
+                             return std::vector<Value>{bb.add(st[0], bb.constant(1, DType::I32)),
+                                                       bb.select(go, a, st[1]), bb.select(go, t, st[2]),
+                                                       bb.select(go, s, st[3]), bb.or_(st[4], bb.and_(go, conv))};
+                           }}});
   Value w = loop[1], t = loop[2], s = loop[3], done = loop[4];
   static const double A[] = {12.0,
                              -720.0,
@@ -259,6 +769,30 @@ std::vector<Entry> special_lowerings() {
       {"aten::special_i0e", special_i0e},
       {"aten::special_i1", special_i1},
       {"aten::special_i1e", special_i1e},
+      {"aten::special_bessel_j0", special_bessel_j0},
+      {"aten::special_bessel_j1", special_bessel_j1},
+      {"aten::special_bessel_y0", special_bessel_y0},
+      {"aten::special_bessel_y1", special_bessel_y1},
+      {"aten::special_modified_bessel_i0", special_modified_bessel_i0},
+      {"aten::special_modified_bessel_i1", special_modified_bessel_i1},
+      {"aten::special_modified_bessel_k0", special_modified_bessel_k0},
+      {"aten::special_modified_bessel_k1", special_modified_bessel_k1},
+      {"aten::special_scaled_modified_bessel_k0", special_scaled_modified_bessel_k0},
+      {"aten::special_scaled_modified_bessel_k1", special_scaled_modified_bessel_k1},
+      {"aten::special_spherical_bessel_j0", special_spherical_bessel_j0},
+      {"aten::special_airy_ai", special_airy_ai},
+      {"aten::special_chebyshev_polynomial_t", special_chebyshev_polynomial_t},
+      {"aten::special_chebyshev_polynomial_u", special_chebyshev_polynomial_u},
+      {"aten::special_chebyshev_polynomial_v", special_chebyshev_polynomial_v},
+      {"aten::special_chebyshev_polynomial_w", special_chebyshev_polynomial_w},
+      {"aten::special_shifted_chebyshev_polynomial_t", special_shifted_chebyshev_polynomial_t},
+      {"aten::special_shifted_chebyshev_polynomial_u", special_shifted_chebyshev_polynomial_u},
+      {"aten::special_shifted_chebyshev_polynomial_v", special_shifted_chebyshev_polynomial_v},
+      {"aten::special_shifted_chebyshev_polynomial_w", special_shifted_chebyshev_polynomial_w},
+      {"aten::special_hermite_polynomial_h", special_hermite_polynomial_h},
+      {"aten::special_hermite_polynomial_he", special_hermite_polynomial_he},
+      {"aten::special_laguerre_polynomial_l", special_laguerre_polynomial_l},
+      {"aten::special_legendre_polynomial_p", special_legendre_polynomial_p},
   };
 }
 
