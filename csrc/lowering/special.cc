@@ -1040,14 +1040,18 @@ Value trigamma(hlo::Builder& b, Value x) {
 
 // polygamma(n, x): digamma for n = 0, trigamma for n = 1, otherwise
 // (-1)^(n+1) n! zeta(n + 1, x). n is a static int.
+// The in-place variant polygamma_(self, n) reaches this lowering with its own
+// argument order, so the int argument is found by kind.
 V polygamma(Context& cx) {
-  int64_t n = cx.integer(0);
+  bool n_first = cx.arg(0).kind == Arg::Kind::Int;
+  int64_t n = cx.integer(n_first ? 0 : 1);
   if (n < 0) cx.fail("polygamma(n, x) does not support negative n.");
-  auto [x, out] = float_arg(cx, 1);
+  auto [x, out] = float_arg(cx, n_first ? 1 : 0);
   hlo::Builder& b = cx.b;
   Value r;
   if (n == 0) {
-    r = b.unary("chlo.digamma", x);
+    // chlo.digamma gives NaN at +-0, where ATen returns copysign(inf, -x) = -1/x.
+    r = b.select(b.compare(x, k(b, 0, x), "EQ"), b.neg(b.div(k(b, 1, x), x)), b.unary("chlo.digamma", x));
   } else if (n == 1) {
     r = trigamma(b, x);
   } else {
