@@ -1051,7 +1051,9 @@ V polygamma(Context& cx) {
   Value r;
   if (n == 0) {
     // chlo.digamma gives NaN at +-0, where ATen returns copysign(inf, -x) = -1/x.
-    r = b.select(b.compare(x, k(b, 0, x), "EQ"), b.neg(b.div(k(b, 1, x), x)), b.unary("chlo.digamma", x));
+    Value at_zero = b.compare(x, k(b, 0, x), "EQ");
+    Value pole = b.neg(b.div(k(b, 1, x), x));
+    r = b.select(at_zero, pole, b.unary("chlo.digamma", x));
   } else if (n == 1) {
     r = trigamma(b, x);
   } else {

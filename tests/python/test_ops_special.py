@@ -57,8 +57,30 @@ def test_unary_special_matches_cpu(name, dtype):
 @pytest.mark.parametrize("name", sorted(set(UNARY) - {"digamma"}))  # elementwise.cc's digamma: NaN at +-0
 def test_unary_special_edge_values(name):
     fn = UNARY[name][0]
-    x = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 2.09, -2.09, 5.0, 8.0, 50.0, 1e8, -30.0, float("inf"),
-                      float("-inf"), float("nan"), 1e-6, -1e-6, 0.999, 1e-30])
+    x = torch.tensor(
+        [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            2.0,
+            2.09,
+            -2.09,
+            5.0,
+            8.0,
+            50.0,
+            1e8,
+            -30.0,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            1e-6,
+            -1e-6,
+            0.999,
+            1e-30,
+        ]
+    )
     torch_pjrt.reset_metrics()
     check(fn, x, rtol=1e-4, atol=1e-5)
     assert torch_pjrt.metrics()["fallback_ops"] == {}
@@ -96,7 +118,7 @@ def test_polygamma_matches_cpu(n, dtype):
 def test_polygamma_poles_and_negative_order():
     x = torch.tensor([0.0, -1.0, -2.0, 1.0, 1e-3, 40.0, float("inf"), float("nan")])
     for n in range(4):
-        check(lambda t: torch.polygamma(n, t), x, rtol=1e-4)
+        check(lambda t, n=n: torch.polygamma(n, t), x, rtol=1e-4)
     with pytest.raises(RuntimeError, match="negative n"):
         torch.polygamma(-1, torch.ones(2, device="tpu"))
 
