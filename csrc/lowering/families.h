@@ -21,6 +21,7 @@ std::vector<Entry> norm_lowerings();         // norm.cc
 std::vector<Entry> embedding_bag_lowerings();  // embedding_bag.cc
 std::vector<Entry> select_lowerings();         // select.cc
 std::vector<Entry> pad_lowerings();          // pad.cc
+std::vector<Entry> special_lowerings();      // special.cc
 
 // Shared helpers for lowerings of several families.
 // Arguments i and j promoted to their common dtype (torch.result_type).
