@@ -19,6 +19,7 @@ std::vector<Entry> conv_lowerings();         // conv.cc
 std::vector<Entry> pool_lowerings();         // pool.cc
 std::vector<Entry> norm_lowerings();         // norm.cc
 std::vector<Entry> embedding_bag_lowerings();  // embedding_bag.cc
+std::vector<Entry> fft_lowerings();            // fft.cc
 
 // Shared helpers for lowerings of several families.
 // Arguments i and j promoted to their common dtype (torch.result_type).
