@@ -186,6 +186,20 @@ V conj_physical(Context& cx) {
   return {cx.b.complex(cx.b.real(x), cx.b.neg(cx.b.imag(x)))};
 }
 
+// aten::angle(self): atan2(imag, real) of a complex x; of a real x, pi where
+// x < 0, 0 elsewhere and NaN stays NaN (ATen's angle_impl). Integers give
+// floats; bfloat16 and float16 compute in float32 and round once.
+V angle(Context& cx) {
+  Value x = cx.tensor(0);
+  hlo::Builder& b = cx.b;
+  if (hlo::is_complex(x.dtype())) return {b.binary("stablehlo.atan2", b.imag(x), b.real(x))};
+  DType out = float_type(x.dtype());
+  Value v = b.convert(x, hlo::opmath_type(out));
+  Value zero = b.constant(0, v.dtype());
+  Value r = b.select(b.compare(v, zero, "LT"), b.constant(M_PI, v.dtype()), zero);
+  return {b.convert(b.select(b.compare(v, v, "NE"), v, r), out)};
+}
+
 }  // namespace
 
 std::vector<Entry> fft_lowerings() {
@@ -197,6 +211,7 @@ std::vector<Entry> fft_lowerings() {
       {"aten::polar", polar},
       {"aten::_conj_physical", conj_physical},
       {"aten::conj_physical", conj_physical},
+      {"aten::angle", angle},
   };
 }
 

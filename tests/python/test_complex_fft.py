@@ -165,3 +165,41 @@ def test_fft_bfloat16_refused_like_cpu():
         torch.fft.rfft(x)
     with pytest.raises(RuntimeError):
         torch.fft.rfft(x.to(DEVICE))
+
+
+def test_python_complex_scalars():
+    torch_pjrt.reset_metrics()
+    a = cplx(3, 4)
+    check(lambda x: x * 1j, a, **TOL)
+    check(lambda x: x + (0.5 - 2j), a, **TOL)
+    check(lambda x: x * 1j, torch.randn(3, 4), **TOL)  # float32 tensor * Python complex -> complex64
+    no_fallback()
+    with pytest.raises(TypeError, match="exact float32"):
+        torch.mul(a.to(DEVICE), 0.1j)  # 0.1 is not exact in float32: refused rather than rounded
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_angle_of_real(dtype):
+    torch_pjrt.reset_metrics()
+    x = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), -float("inf")]).to(dtype)
+    check(torch.angle, x, **TOL)
+    check(torch.angle, torch.randn(4, 3).to(dtype).t(), grad=dtype == torch.float32, **TOL)
+    check(torch.angle, torch.tensor([-3, 0, 4]), **TOL)  # int -> float
+    no_fallback()
+
+
+def test_angle_of_complex_and_out():
+    torch_pjrt.reset_metrics()
+    check(torch.angle, cplx(3, 4), **TOL)
+    out_c, out_d = torch.empty(3), torch.empty(3, device=DEVICE)
+    z = cplx(3)
+    torch.angle(z, out=out_c)
+    torch.angle(z.to(DEVICE), out=out_d)
+    torch.testing.assert_close(out_d.cpu(), out_c, **TOL)
+    no_fallback()
+
+
+def test_polar_backward():
+    torch_pjrt.reset_metrics()
+    check(torch.polar, torch.rand(3, 4) + 0.1, torch.randn(3, 4), grad=True, **TOL)
+    no_fallback()
