@@ -22,8 +22,8 @@ enum class DType : uint8_t {
   BF16,
   F32,
   F64,
-  U32,  // internal only (RNG bits); never a torch dtype
-  U64,  // internal only (RNG state)
+  U32,   // internal only (RNG bits); never a torch dtype
+  U64,   // internal only (RNG state)
   C64,   // complex<f32>
   C128,  // complex<f64>
 };

@@ -162,8 +162,8 @@ V fft_c2r(Context& cx) {
 V complex(Context& cx) {
   Value re = cx.tensor(0), im = cx.tensor(1);
   if (re.dtype() != im.dtype())
-    cx.fail("Expected object of scalar type " + std::string(hlo::dtype_name(re.dtype())) +
-            " but got scalar type " + std::string(hlo::dtype_name(im.dtype())) + " for second argument");
+    cx.fail("Expected object of scalar type " + std::string(hlo::dtype_name(re.dtype())) + " but got scalar type " +
+            std::string(hlo::dtype_name(im.dtype())) + " for second argument");
   if (re.dtype() != DType::F32 && re.dtype() != DType::F64)
     cx.fail("Expected both inputs to be Half, Float or Double tensors but got " +
             std::string(hlo::dtype_name(re.dtype())) + " and " + std::string(hlo::dtype_name(im.dtype())));

@@ -65,7 +65,7 @@ TEST(ComplexDType, TableFacts) {
   EXPECT_EQ(hlo::mlir_name(DType::C128), "complex<f64>");
   EXPECT_EQ(hlo::byte_size(DType::C64), 8);
   EXPECT_EQ(hlo::byte_size(DType::C128), 16);
-  EXPECT_EQ(hlo::pjrt_code(DType::C64), 14);  // PJRT_Buffer_Type_C64 in pjrt_c_api.h
+  EXPECT_EQ(hlo::pjrt_code(DType::C64), 14);   // PJRT_Buffer_Type_C64 in pjrt_c_api.h
   EXPECT_EQ(hlo::pjrt_code(DType::C128), 15);  // PJRT_Buffer_Type_C128
   EXPECT_EQ(hlo::real_type(DType::C64), DType::F32);
   EXPECT_EQ(hlo::complex_type(DType::F64), DType::C128);
@@ -98,8 +98,7 @@ TEST(FftLowering, R2cOnesidedGoldenAndValues) {
   // _fft_r2c(x, dim=[0], normalization=none, onesided=true) over dim 0 of a
   // [4, 1] input: the dim moves to the end, RFFT, and moves back.
   auto l = lower("aten::_fft_r2c", [](hlo::Builder& b) {
-    return std::vector<Arg>{tensor(b, DType::F32, {4, 1}), Arg::integers({0}), Arg::integer(0),
-                            Arg::boolean(true)};
+    return std::vector<Arg>{tensor(b, DType::F32, {4, 1}), Arg::integers({0}), Arg::integer(0), Arg::boolean(true)};
   });
   EXPECT_NE(l.text.find("\"stablehlo.transpose\""), std::string::npos) << l.text;
   EXPECT_NE(l.text.find("\"stablehlo.fft\"(%1) {fft_type = #stablehlo<fft_type RFFT>, fft_length = array<i64: 4>} : "
@@ -127,8 +126,7 @@ TEST(FftLowering, C2cInverseScalesLikeTorch) {
 
 TEST(FftLowering, C2cForwardByRootN) {
   auto l = lower("aten::_fft_c2c", [](hlo::Builder& b) {
-    return std::vector<Arg>{tensor(b, DType::C64, {2, 2}), Arg::integers({0, 1}), Arg::integer(1),
-                            Arg::boolean(true)};
+    return std::vector<Arg>{tensor(b, DType::C64, {2, 2}), Arg::integers({0, 1}), Arg::integer(1), Arg::boolean(true)};
   });
   EXPECT_NE(l.text.find("fft_length = array<i64: 2, 2>"), std::string::npos) << l.text;
   // 2-D DFT of [[1, 0], [0, 0]] is all ones; by 1/sqrt(4) it is 0.5.
@@ -163,7 +161,9 @@ TEST(FftLowering, ComplexAndPolar) {
     return std::vector<Arg>{tensor(b, DType::F32, {1}), tensor(b, DType::F32, {1})};
   });
   // polar(2, pi/2) = 2i.
-  auto auto_exec = [&](const testing::Lowered& low, const std::vector<Bytes>& in) { return values<c64>(exec(low, in)); };
+  auto auto_exec = [&](const testing::Lowered& low, const std::vector<Bytes>& in) {
+    return values<c64>(exec(low, in));
+  };
   expect_near(auto_exec(p, {bytes<float>({2}), bytes<float>({static_cast<float>(M_PI / 2)})}), {{0, 2}});
 }
 

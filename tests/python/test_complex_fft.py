@@ -203,3 +203,17 @@ def test_polar_backward():
     torch_pjrt.reset_metrics()
     check(torch.polar, torch.rand(3, 4) + 0.1, torch.randn(3, 4), grad=True, **TOL)
     no_fallback()
+
+
+def test_complex_sum_and_mean():
+    torch_pjrt.reset_metrics()
+    a = cplx(4, 5)
+    check(lambda x: x.sum(), a, **TOL)
+    check(lambda x: x.sum(0), a.t(), **TOL)
+    check(lambda x: x.mean(1, keepdim=True), a, **TOL)
+    no_fallback()
+
+
+def test_empty_complex_backward():
+    # A real view of an empty complex storage is re-typed on the device.
+    check(torch.polar, torch.rand(0, 1, 3), torch.randn(0, 4, 3), grad=True, **TOL)
