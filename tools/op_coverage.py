@@ -60,6 +60,7 @@ TIES_IN_BF16 = {"sort", "argsort", "msort", "topk"}
 # fuses and reorders float arithmetic; the OpInfo's own tolerance overrides win when looser.
 TOLERANCES = {
     "float32": (1e-5, 1e-5),
+    "complex64": (1e-5, 1e-5),
     "bfloat16": (1.6e-2, 1e-2),
 }
 
@@ -263,10 +264,23 @@ def check_sample(op, sample, dtype, where):
         compare(input_grads(dev, actual, cotangents), expected_grads, 1, BACKWARD_TOLERANCE_SCALE)
 
 
+@functools.cache
+def tpu_supports(dtype) -> bool:
+    """Whether the tpu device holds tensors of ``dtype`` (complex64 does; complex32 does not)."""
+    try:
+        torch.empty(1, dtype=dtype, device="tpu")
+    except Exception:
+        return False
+    return True
+
+
 def dtypes_to_run(op, max_samples=None):
-    """[(dtype, how many samples or None for all)]: float32 (else int64, int32 or bool), then a few bfloat16."""
+    """[(dtype, how many samples or None for all)]: float32 (else int64, int32, bool, or complex64 for ops
+    that only take complex inputs, where the device supports it), then a few bfloat16."""
     supported = op.supported_dtypes("cpu")
     main = next((d for d in (torch.float32, torch.int64, torch.int32, torch.bool) if d in supported), None)
+    if main is None and torch.complex64 in supported and tpu_supports(torch.complex64):
+        main = torch.complex64
     if main is None:
         return []
     runs = [(main, max_samples)]
@@ -300,14 +314,14 @@ def check_op(op, max_samples=None) -> tuple[str, str]:
 
     runs = dtypes_to_run(op, max_samples)
     if not runs:
-        return "skip", "no float32, int or bool support on CPU"
+        return "skip", "no float32, int, bool or (device-supported) complex64 support on CPU"
     ran, cpu_error, lacks, differ = 0, "", "", ""
     torch_pjrt.reset_metrics()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for dtype, limit in runs:
             torch.manual_seed(0)
-            requires_grad = op.supports_autograd and dtype.is_floating_point
+            requires_grad = op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
             try:
                 samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad), limit))
             except Exception as e:

@@ -540,8 +540,9 @@ void Engine::upload(Slot& slot, const void* src, DType dtype) {
 
 void Engine::ensure_buffer(Slot& slot, DType dtype) {
   if (slot.buffer && slot.dtype == dtype) return;
-  std::vector<uint8_t> host(slot.nbytes, 0);
-  if (slot.buffer) download(slot, host.data());
+  // One spare byte so an empty storage still has a valid host pointer.
+  std::vector<uint8_t> host(slot.nbytes + 1, 0);
+  if (slot.buffer && slot.nbytes > 0) download(slot, host.data());
   upload(slot, host.data(), dtype);
 }
 

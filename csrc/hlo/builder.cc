@@ -152,7 +152,48 @@ Value Builder::iota(const TensorType& t, int64_t dim) {
 Value Builder::convert(Value x, DType to) {
   if (x.dtype() == to) return x;
   if (to == DType::Bool) return compare(x, constant(0, x.dtype()), "NE");
+  if (is_complex(x.dtype()) && !is_complex(to)) return convert(real(x), to);
   return op("stablehlo.convert", {x}, TensorType{to, x.dims()});
+}
+
+Value Builder::abs(Value x) { return op("stablehlo.abs", {x}, TensorType{real_type(x.dtype()), x.dims()}); }
+
+Value Builder::real(Value x) {
+  if (!is_complex(x.dtype())) return x;
+  return op("stablehlo.real", {x}, TensorType{real_type(x.dtype()), x.dims()});
+}
+
+Value Builder::imag(Value x) {
+  if (!is_complex(x.dtype())) return full(0, x.type);
+  return op("stablehlo.imag", {x}, TensorType{real_type(x.dtype()), x.dims()});
+}
+
+Value Builder::complex(Value re, Value im) {
+  if (re.dtype() != im.dtype() || (re.dtype() != DType::F32 && re.dtype() != DType::F64))
+    fail("complex", "parts must both be f32 or both f64: " + re.type.str() + " vs " + im.type.str());
+  Dims dims = broadcast_shapes(re.dims(), im.dims());
+  return op("stablehlo.complex", {broadcast_to(re, dims), broadcast_to(im, dims)},
+            TensorType{complex_type(re.dtype()), dims});
+}
+
+Value Builder::fft(Value x, std::string_view type, const Dims& fft_length) {
+  const int64_t k = static_cast<int64_t>(fft_length.size());
+  if (k < 1 || k > 3 || k > x.rank()) fail("fft", "needs 1 to 3 dims within the operand's rank");
+  Dims dims = x.dims();
+  DType dtype = x.dtype();
+  if (type == "RFFT") {
+    if (is_complex(dtype)) fail("fft", "RFFT takes a real operand");
+    dtype = complex_type(dtype);
+    dims.back() = fft_length.back() / 2 + 1;
+  } else if (type == "IRFFT") {
+    if (!is_complex(dtype)) fail("fft", "IRFFT takes a complex operand");
+    dtype = real_type(dtype);
+    dims.back() = fft_length.back();
+  } else if (!is_complex(dtype)) {
+    fail("fft", std::string(type) + " takes a complex operand");
+  }
+  return op("stablehlo.fft", {x}, TensorType{dtype, dims},
+            "fft_type = #stablehlo<fft_type " + std::string(type) + ">, fft_length = " + i64_array(fft_length));
 }
 
 Value Builder::bitcast_convert(Value x, DType to) {

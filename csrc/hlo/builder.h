@@ -71,7 +71,7 @@ class Builder {
   Value constant(double v, DType t);          // rank-0
   Value full(double v, const TensorType& t);  // broadcast constant
   Value iota(const TensorType& t, int64_t dim);
-  Value convert(Value x, DType to);  // no-op when equal
+  Value convert(Value x, DType to);  // no-op when equal; complex -> real keeps the real part
   Value bitcast_convert(Value x, DType to);
   Value reshape(Value x, const Dims& dims);
   Value transpose(Value x, const Dims& perm);
@@ -101,8 +101,18 @@ class Builder {
   Value sqrt(Value x) { return unary("stablehlo.sqrt", x); }
   Value rsqrt(Value x) { return unary("stablehlo.rsqrt", x); }
   Value tanh(Value x) { return unary("stablehlo.tanh", x); }
-  Value abs(Value x) { return unary("stablehlo.abs", x); }
+  // |x|; of a complex x it is the real magnitude (c64 -> f32).
+  Value abs(Value x);
   Value not_(Value x) { return unary("stablehlo.not", x); }
+  // Complex parts: real/imag of a complex x have its real_type (of a real x,
+  // real is x and imag is zero); complex(re, im) pairs two equal real types.
+  Value real(Value x);
+  Value imag(Value x);
+  Value complex(Value re, Value im);
+  // stablehlo.fft over the last fft_length.size() dims. `type` is FFT, IFFT,
+  // RFFT (real in, complex out, last dim n/2+1) or IRFFT (complex in, real
+  // out, last dim fft_length.back()).
+  Value fft(Value x, std::string_view type, const Dims& fft_length);
   // direction: EQ NE LT LE GT GE. Result is i1 of the broadcast shape.
   Value compare(Value a, Value b, std::string_view direction);
   Value select(Value pred, Value on_true, Value on_false);

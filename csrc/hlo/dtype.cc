@@ -33,6 +33,8 @@ constexpr std::array<Info, kNumDTypes> kInfo = {{
     {"f64", "float64", 8, Category::Floating, false, 12},
     {"ui32", "uint32", 4, Category::Integral, true, 8},
     {"ui64", "uint64", 8, Category::Integral, true, 9},
+    {"complex<f32>", "complex64", 8, Category::Complex, false, 14},
+    {"complex<f64>", "complex128", 16, Category::Complex, false, 15},
 }};
 
 const Info& info(DType t) { return kInfo[static_cast<int>(t)]; }
@@ -46,13 +48,25 @@ Category category(DType t) { return info(t).category; }
 bool is_unsigned(DType t) { return info(t).is_unsigned; }
 int pjrt_code(DType t) { return info(t).pjrt; }
 
+DType real_type(DType t) {
+  if (t == DType::C64) return DType::F32;
+  if (t == DType::C128) return DType::F64;
+  return t;
+}
+
+DType complex_type(DType t) {
+  if (is_complex(t)) return t;
+  return t == DType::F64 ? DType::C128 : DType::C64;
+}
+
 std::string_view comparison_type(DType t) {
-  if (is_floating(t)) return "FLOAT";
+  if (is_floating(t) || is_complex(t)) return "FLOAT";
   return is_unsigned(t) ? "UNSIGNED" : "SIGNED";
 }
 
 std::string literal(double v, DType t) {
   char buf[64];
+  if (is_complex(t)) return "(" + literal(v, real_type(t)) + ", " + literal(0.0, real_type(t)) + ")";
   if (category(t) == Category::Bool) return v != 0 ? "true" : "false";
   if (category(t) == Category::Integral) {
     // Doubles at or past the int64 limits (2^63 is exactly representable)
@@ -91,7 +105,14 @@ DType opmath_type(DType t) { return t == DType::F16 || t == DType::BF16 ? DType:
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   Category ca = category(a), cb = category(b);
-  if (ca != cb) return ca > cb ? a : b;
+  if (ca != cb) {
+    DType hi = ca > cb ? a : b, lo = ca > cb ? b : a;
+    // A complex type meeting a wider float widens its parts (c64 + f64 -> c128).
+    if (category(hi) == Category::Complex && category(lo) == Category::Floating)
+      return complex_type(promote_types(real_type(hi), lo));
+    return hi;
+  }
+  if (ca == Category::Complex) return byte_size(a) >= byte_size(b) ? a : b;
   if (ca == Category::Floating) {
     // f16 and bf16 meet at f32; otherwise the wider wins.
     if ((a == DType::F16 && b == DType::BF16) || (a == DType::BF16 && b == DType::F16)) return DType::F32;
@@ -115,6 +136,8 @@ void ResultType::add(DType t, Kind kind) {
     // A Python float takes the default dtype; a Python int is int64.
     if (is_floating(t))
       t = default_float_;
+    else if (is_complex(t))
+      t = complex_type(default_float_);
     else if (is_integral(t))
       t = DType::I64;
   }

@@ -22,13 +22,15 @@ enum class DType : uint8_t {
   BF16,
   F32,
   F64,
-  U32,  // internal only (RNG bits); never a torch dtype
-  U64,  // internal only (RNG state)
+  U32,   // internal only (RNG bits); never a torch dtype
+  U64,   // internal only (RNG state)
+  C64,   // complex<f32>
+  C128,  // complex<f64>
 };
-constexpr int kNumDTypes = 12;
+constexpr int kNumDTypes = 14;
 
 // How PyTorch ranks dtypes when it promotes mixed operands.
-enum class Category : uint8_t { Bool = 0, Integral = 1, Floating = 2 };
+enum class Category : uint8_t { Bool = 0, Integral = 1, Floating = 2, Complex = 3 };
 
 // The StableHLO element type, e.g. "f32", "i1", "ui8".
 std::string_view mlir_name(DType t);
@@ -38,6 +40,13 @@ int64_t byte_size(DType t);
 Category category(DType t);
 inline bool is_floating(DType t) { return category(t) == Category::Floating; }
 inline bool is_integral(DType t) { return category(t) == Category::Integral; }
+inline bool is_complex(DType t) { return category(t) == Category::Complex; }
+// The element type of a complex dtype's real and imaginary parts (c64 -> f32);
+// every other dtype is its own.
+DType real_type(DType t);
+// The complex dtype whose parts are `t` (f32 -> c64, f64 -> c128; f16 and
+// bf16 -> c64, as PyTorch has no complex32 here); complex dtypes are their own.
+DType complex_type(DType t);
 bool is_unsigned(DType t);
 // The PJRT_Buffer_Type code of this dtype (see runtime/pjrt_types.cc).
 int pjrt_code(DType t);
@@ -45,7 +54,8 @@ int pjrt_code(DType t);
 // SIGNED or UNSIGNED (bool compares as unsigned).
 std::string_view comparison_type(DType t);
 // `v` spelled as a StableHLO dense literal of element type `t` ("true",
-// "-3", "2.5e+00", or a hex bit pattern for inf and nan).
+// "-3", "2.5e+00", a hex bit pattern for inf and nan, or "(2.5e+00, 0.0e+00)"
+// for a complex type: `v` is the real part).
 std::string literal(double v, DType t);
 
 // The dtype PyTorch computes in for `t` (float16 and bfloat16 math runs in

@@ -19,7 +19,7 @@ using V = std::vector<Value>;
 // ---- dtype facts (asked of hlo/dtype.h, never switched on here)
 
 // sum/prod/cumsum of bool and integral tensors return int64.
-DType sum_type(DType t) { return hlo::is_floating(t) ? t : DType::I64; }
+DType sum_type(DType t) { return hlo::is_floating(t) || hlo::is_complex(t) ? t : DType::I64; }
 
 // The least value of `t` as a rank-0 constant: -inf for floats, false for
 // bool, 0 for unsigned and -2^(bits-1) for signed integers.
@@ -106,10 +106,9 @@ Value summed(Context& cx, Value x, const Dims& dims, bool keepdim, size_t dtype_
 // Mean over dims; the result must be floating (PyTorch refuses to infer one).
 Value mean_of(Context& cx, Value x, const Dims& dims, bool keepdim, size_t dtype_arg) {
   DType out = cx.none(dtype_arg) ? x.dtype() : cx.dtype(dtype_arg);
-  if (!hlo::is_floating(out))
-    cx.fail(
-        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: " +
-        std::string(hlo::dtype_name(out)));
+  if (!hlo::is_floating(out) && !hlo::is_complex(out))
+    cx.fail("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: " +
+            std::string(hlo::dtype_name(out)));
   auto& b = cx.b;
   Value acc = b.convert(x, hlo::opmath_type(out));
   Value s = b.reduce(acc, b.constant(0, acc.dtype()), dims, "stablehlo.add");

@@ -11,7 +11,8 @@ const std::unordered_map<std::string, LowerFn>& table() {
     auto* m = new std::unordered_map<std::string, LowerFn>();
     for (auto family : {elementwise_lowerings, reduction_lowerings, linalg_lowerings, shape_lowerings, nn_lowerings,
                         random_lowerings, creation_lowerings, optim_lowerings, embedding_bag_lowerings, conv_lowerings,
-                        pool_lowerings, norm_lowerings, select_lowerings, pad_lowerings, special_lowerings}) {
+                        pool_lowerings, norm_lowerings, select_lowerings, pad_lowerings, special_lowerings,
+                        fft_lowerings}) {
       for (const Entry& e : family()) {
         if (!m->emplace(e.aten_name, e.fn).second)
           throw std::logic_error(std::string("duplicate lowering ") + e.aten_name);
@@ -40,6 +41,6 @@ std::pair<Value, Value> promote(Context& cx, size_t i, size_t j) {
   return {cx.as(i, t), cx.as(j, t)};
 }
 
-DType float_type(DType t) { return hlo::is_floating(t) ? t : DType::F32; }
+DType float_type(DType t) { return hlo::is_floating(t) || hlo::is_complex(t) ? t : DType::F32; }
 
 }  // namespace torch_pjrt::lowering

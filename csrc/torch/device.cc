@@ -40,6 +40,10 @@ hlo::DType to_hlo(at::ScalarType t) {
       return DType::F32;
     case at::kDouble:
       return DType::F64;
+    case at::kComplexFloat:
+      return DType::C64;
+    case at::kComplexDouble:
+      return DType::C128;
     default:
       break;
   }
@@ -47,8 +51,10 @@ hlo::DType to_hlo(at::ScalarType t) {
 }
 
 at::ScalarType to_torch(hlo::DType t) {
-  static const at::ScalarType table[] = {at::kBool, at::kByte,     at::kChar,  at::kShort,  at::kInt,    at::kLong,
-                                         at::kHalf, at::kBFloat16, at::kFloat, at::kDouble, at::kUInt32, at::kUInt64};
+  static const at::ScalarType table[] = {at::kBool,   at::kByte,   at::kChar,         at::kShort,        at::kInt,
+                                         at::kLong,   at::kHalf,   at::kBFloat16,     at::kFloat,        at::kDouble,
+                                         at::kUInt32, at::kUInt64, at::kComplexFloat, at::kComplexDouble};
+  static_assert(sizeof(table) / sizeof(table[0]) == hlo::kNumDTypes, "one torch dtype per hlo::DType");
   return table[static_cast<int>(t)];
 }
 

@@ -7,6 +7,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -97,8 +99,17 @@ void set_scalar(CallArg& a, const c10::Scalar& s) {
     a.scalar_dtype = hlo::DType::I64;
     int64_t v = s.toLong();
     std::memcpy(a.scalar_bytes, &v, 8);
+  } else if (s.isComplex()) {
+    // A Python complex travels as complex64 (8 bytes); only values whose parts
+    // are exact in float32 (1j, 0.5+2j, ...) so nothing is rounded.
+    c10::complex<double> z = s.toComplexDouble();
+    c10::complex<float> f(static_cast<float>(z.real()), static_cast<float>(z.imag()));
+    auto same = [](double d, float x) { return d == static_cast<double>(x) || (std::isnan(d) && std::isnan(x)); };
+    TORCH_CHECK_TYPE(same(z.real(), f.real()) && same(z.imag(), f.imag()), "torch_pjrt: complex scalar ", z,
+                     " is not supported on the tpu device (only complex scalars whose parts are exact float32 values)");
+    a.scalar_dtype = hlo::DType::C64;
+    std::memcpy(a.scalar_bytes, &f, 8);
   } else {
-    TORCH_CHECK_TYPE(!s.isComplex(), "torch_pjrt: complex scalars are not supported on the tpu device");
     a.scalar_dtype = hlo::DType::F64;
     double v = s.toDouble();
     std::memcpy(a.scalar_bytes, &v, 8);
@@ -117,6 +128,10 @@ struct DeviceCheck {
   }
 };
 
+// t's raw values conjugated and/or negated into a fresh tpu tensor: how a
+// lazy conjugate/negative view (is_conj, is_neg) is materialised.
+at::Tensor apply_bits(const at::Tensor& t, bool conj, bool neg);
+
 void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
   if (t.is_privateuseone()) {
     dc.see(t);
@@ -133,6 +148,8 @@ void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
       a.kind = Kind::Scalar;
       a.host_tensor = true;
       a.scalar_dtype = to_hlo(t.scalar_type());
+      TORCH_CHECK_TYPE(t.element_size() <= static_cast<int64_t>(sizeof a.scalar_bytes), "torch_pjrt: dtype ",
+                       t.scalar_type(), " is not supported as a CPU scalar on the tpu device");
       std::memcpy(a.scalar_bytes, t.data_ptr(), t.element_size());
     }
     return;
@@ -374,7 +391,16 @@ class LoweredKernel final : public c10::OperatorKernel {
       if (v.isNone() && types_[i] != ArgType::Generator) continue;
       switch (types_[i]) {
         case ArgType::Tensor:
-          if (v.toTensor().defined()) set_tensor(a, v.toTensor(), dc);
+          if (!v.toTensor().defined()) break;
+          // Ops the Conjugate/Negative fallbacks let through (clone, copy_,
+          // conj_physical) read a lazy view's logical values.
+          if (v.toTensor().is_privateuseone() && (v.toTensor().is_conj() || v.toTensor().is_neg()) &&
+              !(op.schema().arguments()[i].alias_info() && op.schema().arguments()[i].alias_info()->isWrite())) {
+            keep_alive.push_back(apply_bits(v.toTensor(), v.toTensor().is_conj(), v.toTensor().is_neg()));
+            set_tensor(a, keep_alive.back(), dc);
+            break;
+          }
+          set_tensor(a, v.toTensor(), dc);
           break;
         case ArgType::TensorList: {
           a.kind = Kind::TensorList;
@@ -712,6 +738,17 @@ engine::CallResult run_simple(const char* name, const std::vector<at::Tensor>& i
   return Engine::get().run(call);
 }
 
+at::Tensor apply_bits(const at::Tensor& t, bool conj, bool neg) {
+  at::Tensor r = t;
+  for (const char* name : {conj ? "aten::_conj_physical" : nullptr, neg ? "aten::neg" : nullptr}) {
+    if (!name || r.numel() == 0) continue;
+    auto res = run_simple(name, {r}, nullptr);
+    r = new_tensor(r.sizes(), r.scalar_type(), r.device().index(), res.buffers[0]);
+  }
+  if (r.is_same(t)) r = new_tensor(t.sizes(), t.scalar_type(), t.device().index());  // empty
+  return r;
+}
+
 // The bytes of a tpu tensor as a contiguous CPU tensor of the same dtype.
 at::Tensor to_cpu(const at::Tensor& src) {
   at::Tensor whole = src;
@@ -737,6 +774,9 @@ at::Tensor to_cpu(const at::Tensor& src) {
   if (out.numel() == 0) return out;
   Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
   Engine::get().download(*slot, out.data_ptr());
+  // Lazy conjugate/negative views keep their bit: the CPU resolves it.
+  if (src.is_conj()) out = out.conj();
+  if (src.is_neg()) out = out._neg_view();
   return out;
 }
 
@@ -744,16 +784,25 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return translate_errors("aten::_copy_from", [&] {
     if (dst.numel() == 0) return dst;
     if (self.is_privateuseone() && dst.is_privateuseone()) {
+      // Raw values move; conjugate/negative bits that differ between self
+      // and dst are applied on the way (both are involutions).
+      bool conj = self.is_conj() != dst.is_conj(), neg = self.is_neg() != dst.is_neg();
       if (self.device() == dst.device()) {
-        run_simple("aten::copy", {dst, self}, &dst);
+        at::Tensor src = conj || neg ? apply_bits(self, conj, neg) : self;
+        run_simple("aten::copy", {dst, src}, &dst);
         return dst;
       }
-      at::Tensor moved = to_cpu(self).to(dst.device());
-      run_simple("aten::copy", {dst, moved}, &dst);
+      at::Tensor moved = to_cpu(self).resolve_conj().resolve_neg();
+      if (dst.is_conj()) moved = moved.conj().resolve_conj();
+      if (dst.is_neg()) moved = moved.neg();
+      run_simple("aten::copy", {dst, moved.to(dst.device())}, &dst);
       return dst;
     }
     if (dst.is_privateuseone()) {  // host -> device
-      at::Tensor host = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+      at::Tensor host = self.resolve_conj().resolve_neg();
+      if (dst.is_conj()) host = host.conj().resolve_conj();
+      if (dst.is_neg()) host = host.neg();
+      host = host.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
       Slot* slot = slot_of(dst);
       if (view_of(dst).covers(static_cast<int64_t>(slot->nbytes) / dst.element_size())) {
         Engine::get().upload(*slot, host.data_ptr(), to_hlo(dst.scalar_type()));
@@ -864,6 +913,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
   m.impl("view", view);
+  // Metadata-only views that reinterpret a complex storage as (real, imag)
+  // pairs and back; the engine re-types a storage's buffer when it is read
+  // with another dtype.
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("_reshape_alias", reshape_alias);
   m.impl("unfold", unfold);
   m.impl("resize_", resize_);
