@@ -744,14 +744,6 @@ V logit_backward(Context& cx) {
   return {b.convert(b.select(b.compare(lo, zero, "LT"), no_eps, with_eps), out)};
 }
 
-// angle of a real number: pi below zero, else 0; NaN stays NaN.
-V angle(Context& cx) {
-  auto [x, out] = float_arg(cx, 0);
-  auto& b = cx.b;
-  Value r = b.select(b.compare(x, scalar_like(cx, 0, x), "LT"), scalar_like(cx, M_PI, x), scalar_like(cx, 0, x));
-  return {b.convert(b.select(is_nan(b, x), x, r), out)};
-}
-
 // isin(elements, test_elements): every element compared with every test
 // element in their common dtype, OR-reduced over the test elements.
 V isin(Context& cx) {
@@ -957,7 +949,6 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::special_xlog1py.other_scalar", special_xlog1py},
       {"aten::logit", logit},
       {"aten::logit_backward", logit_backward},
-      {"aten::angle", angle},
       {"aten::isin.Tensor_Tensor", isin},
       {"aten::isin.Tensor_Scalar", isin},
       {"aten::isin.Scalar_Tensor", isin},

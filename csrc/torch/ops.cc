@@ -6,6 +6,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -820,6 +821,20 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   });
 }
 
+// copy_ into a lazy conjugate/negative view writes the raw values of its
+// storage: through the plain view, of src with the same bits applied. The
+// default copy_ would call _copy_from, whose schema does not mark `dst` as
+// written, so the Conjugate/Negative fallbacks would hand it a clone and the
+// write would be lost.
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (!self.is_conj() && !self.is_neg()) return at::native::copy_(self, src, non_blocking);
+  at::Tensor raw = self, from = src;
+  if (self.is_conj()) raw = raw.conj(), from = from.conj();
+  if (self.is_neg()) raw = raw._neg_view(), from = from._neg_view();
+  raw.copy_(from, non_blocking);
+  return self;
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (dst.sizes() != self.sizes()) const_cast<at::Tensor&>(dst).resize_(self.sizes());
   return copy_from(self, dst, false);
@@ -925,6 +940,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("_copy_from", copy_from);
+  m.impl("copy_", copy_);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("_fused_sdp_choice", fused_sdp_choice);

@@ -217,3 +217,18 @@ def test_complex_sum_and_mean():
 def test_empty_complex_backward():
     # A real view of an empty complex storage is re-typed on the device.
     check(torch.polar, torch.rand(0, 1, 3), torch.randn(0, 4, 3), grad=True, **TOL)
+
+
+def test_writes_through_conjugate_and_negative_views_reach_the_storage():
+    def write(x, y):
+        x.conj().copy_(y)
+        x.conj()[1:3].mul_(2)
+        return x
+
+    check(write, torch.randn(4, dtype=torch.complex64), torch.randn(4, dtype=torch.complex64))
+
+    def write_neg(x):
+        x._neg_view().copy_(torch.ones(5))
+        return x
+
+    check(write_neg, torch.randn(5))

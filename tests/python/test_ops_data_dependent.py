@@ -304,8 +304,11 @@ def test_debug_mode():
         assert_close(x.to(DEVICE)[m.to(DEVICE)], x[m])
         assert torch.equal(x.to(DEVICE), x.to(DEVICE)) is True
         with pytest.raises(IndexError, match=r"test_ops_data_dependent.py:\d+"):
-            torch.masked_scatter(torch.zeros(4, device=DEVICE), torch.ones(4, dtype=torch.bool, device=DEVICE),
-                                 torch.ones(2, device=DEVICE))
+            torch.masked_scatter(
+                torch.zeros(4, device=DEVICE),
+                torch.ones(4, dtype=torch.bool, device=DEVICE),
+                torch.ones(2, device=DEVICE),
+            )
 
 
 def test_count_read_is_a_sync_point_for_pending_checks():

@@ -269,3 +269,12 @@ def test_operand_dtypes_refused_like_cpu(fn):
 
 def test_unravel_index_uses_floor_divide():
     check(lambda i: torch.unravel_index(i, (3, 4, 5)), torch.tensor([0, 7, 59, 33]))
+
+
+def test_shift_dunders_and_floor_divide_scalar():
+    a = torch.randint(-100, 100, (5, 4))
+    s = torch.randint(0, 8, (5, 4))
+    check(lambda a, s: a.__lshift__(s), a, s)
+    check(lambda a, s: a.__rshift__(s), a, s)
+    check(lambda a: torch.ops.aten.floor_divide.Scalar(a, 3), a)
+    check(lambda a: torch.ops.aten.floor_divide.Scalar(a, -2.5), torch.randn(6, 3).t())

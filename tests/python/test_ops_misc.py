@@ -469,3 +469,9 @@ def test_segment_reduce(reduce, dtype, initial):
         grad=True,
     )
     check(lambda d, ln: fn(d, reduce, lengths=ln, initial=initial), noncontig((6, 2)), torch.tensor([3, 3]), grad=True)
+
+
+def test_norm_scalaropt_dtype_overloads():
+    x = torch.randn(4, 5)
+    check(lambda x: torch.ops.aten.norm.ScalarOpt_dtype(x, 3, dtype=torch.float32), x)
+    check(lambda x: torch.ops.aten.norm.ScalarOpt_dim_dtype(x, 2, [1], True, dtype=torch.float32), x.t())
