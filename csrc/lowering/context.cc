@@ -3,6 +3,7 @@
 namespace torch_pjrt::lowering {
 
 void Context::fail(const std::string& why) const { throw LoweringError(op_ + ": " + why); }
+void Context::not_lowered(const std::string& why) const { throw NotLowered(op_ + ": " + why); }
 
 const Arg& Context::arg(size_t i) const {
   if (i >= args_.size()) fail("missing argument " + std::to_string(i));

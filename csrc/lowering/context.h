@@ -48,6 +48,13 @@ struct LoweringError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Raised for inputs PyTorch accepts but a lowering has no native algorithm
+// for (say a complex dtype): the glue runs that call through the CPU
+// fallback instead, warned and counted like any other fallback.
+struct NotLowered : LoweringError {
+  using LoweringError::LoweringError;
+};
+
 // A runtime check a program makes about its inputs (for example an index out
 // of range). `failed` is a rank-0 i1 that is true when the input was bad.
 // The engine reads it at the next sync point (or at once in debug mode) and
@@ -93,6 +100,8 @@ class Context {
   const std::vector<Check>& checks() const { return checks_; }
 
   [[noreturn]] void fail(const std::string& why) const;
+  // Throws NotLowered: this call takes the CPU fallback.
+  [[noreturn]] void not_lowered(const std::string& why) const;
 
  private:
   std::vector<Arg> args_;

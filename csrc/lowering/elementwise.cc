@@ -155,6 +155,28 @@ V pow_tensor(Context& cx) {
 }
 V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 
+// pow(Tensor, Scalar) as ATen's CPU kernel computes it for float16/bfloat16:
+// the exponent is first rounded to that dtype, and bfloat16 squares, cubes
+// and inverse squares multiply step by step, rounding to bfloat16 after each
+// step (pow_tensor_scalar_optimized_kernel); the exponent stays a runtime
+// value, so the special cases are selected at run time.
+V pow_tensor_scalar(Context& cx) {
+  DType t = cx.result_type({0, 1});
+  DType m = hlo::opmath_type(t);
+  if (m == t || !hlo::is_floating(t)) return pow_tensor(cx);
+  auto& b = cx.b;
+  Value x = cx.as(0, m), e = b.convert(cx.as(1, t), m);
+  Value r = b.binary("stablehlo.power", x, e);
+  if (t == DType::BF16) {
+    auto round = [&](Value v) { return b.convert(b.convert(v, t), m); };
+    auto when = [&](double k, Value v, Value other) { return b.select(b.compare(e, b.constant(k, m), "EQ"), v, other); };
+    Value sq = round(b.mul(x, x));
+    r = when(3, b.mul(sq, x), r);
+    r = when(-2, b.div(b.constant(1, m), sq), r);
+  }
+  return {b.convert(r, t)};
+}
+
 V maximum(Context& cx) {
   auto [a, b] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, a, b, true)};
@@ -853,7 +875,7 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::fmod.Tensor", fmod_tensor},
       {"aten::fmod.Scalar", fmod_tensor},
       {"aten::pow.Tensor_Tensor", pow_tensor},
-      {"aten::pow.Tensor_Scalar", pow_tensor},
+      {"aten::pow.Tensor_Scalar", pow_tensor_scalar},
       {"aten::pow.Scalar", pow_scalar_base},
       {"aten::maximum", maximum},
       {"aten::minimum", minimum},

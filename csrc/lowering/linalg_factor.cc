@@ -81,6 +81,7 @@ V fori(Builder& b, int64_t trips, const V& state, const std::function<V(Builder&
 }
 
 void require_float(Context& cx, const Value& x, const std::string& what) {
+  if (hlo::is_complex(x.dtype())) cx.not_lowered(what + ": complex inputs run on the CPU");
   if (!hlo::is_floating(x.dtype()) || x.dtype() == DType::BF16 || x.dtype() == DType::F16)
     cx.fail(what + ": Expected a floating point or complex tensor as input. Got " +
             std::string(hlo::dtype_name(x.dtype())));

@@ -322,6 +322,12 @@ V unique2(Context& cx) {
   return {r.values, inv, counts ? r.counts : none, r.count};
 }
 
+// _unique(self, sorted=True, return_inverse=False): _unique2 without counts.
+V unique(Context& cx) {
+  V r = unique2(cx);
+  return {r[0], r[1], r[3]};
+}
+
 // repeat_interleave.Tensor(repeats, *, output_size): element i of the result
 // is the j with cumsum(repeats)[j-1] <= i < cumsum(repeats)[j]. The glue
 // supplies output_size (sum(repeats)) when the caller did not.
@@ -376,6 +382,7 @@ std::vector<Entry> select_lowerings() {
       {"aten::masked_scatter", masked_scatter},
       {"aten::equal", equal},
       {"aten::unique_consecutive", unique_consecutive},
+      {"aten::_unique", unique},
       {"aten::_unique2", unique2},
       {"aten::unique_dim", unique_dim},
       {"aten::repeat_interleave.Tensor", repeat_interleave},

@@ -218,6 +218,7 @@ const std::unordered_map<std::string, DataDependent> kDataDependent = {
     {"aten::nonzero", {{0}}},                   // coordinates
     {"aten::masked_select", {{0}}},             // values
     {"aten::unique_consecutive", {{0, 2}, 3}},  // values, counts (inverse has self's size)
+    {"aten::_unique", {{0}}},
     {"aten::_unique2", {{0, 2}}},               // values, counts
     {"aten::unique_dim", {{0, 2}, 1}},          // rows along dim, counts
 };
@@ -329,6 +330,8 @@ const std::set<std::string> kImplicitRng = {"aten::native_dropout"};
 // factors A^T when A is contiguous, and the backward relies on it): the glue
 // appends a Bool, A.is_contiguous(), after the schema's arguments.
 const std::set<std::string> kContiguityFlag = {"aten::_linalg_det", "aten::_linalg_slogdet"};
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 class LoweredKernel final : public c10::OperatorKernel {
  public:
@@ -510,7 +513,13 @@ class LoweredKernel final : public c10::OperatorKernel {
           call.targets.push_back(ref_of(outs.back()));
         }
 
-    engine::CallResult r = Engine::get().run(call);
+    engine::CallResult r;
+    try {
+      r = Engine::get().run(call);
+    } catch (const lowering::NotLowered&) {  // inputs with no native algorithm
+      cpu_fallback(op, stack);
+      return;
+    }
     torch::jit::drop(*stack, nargs);
 
     if (variant_ == Variant::InPlace) {

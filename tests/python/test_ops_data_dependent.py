@@ -318,3 +318,9 @@ def test_count_read_is_a_sync_point_for_pending_checks():
     with pytest.raises(IndexError, match="index_select"):
         torch.nonzero(y)
     assert torch.nonzero(torch.ones(2, device=DEVICE)).cpu().tolist() == [[0], [1]]
+
+
+def test_private_unique_with_inverse():
+    x = torch.tensor([3, 1, 2, 3, 1, 7])
+    check(lambda t: torch.ops.aten._unique(t, True, True), x)
+    check(lambda t: torch.ops.aten._unique(t), x.float()[::2])

@@ -278,3 +278,11 @@ def test_shift_dunders_and_floor_divide_scalar():
     check(lambda a, s: a.__rshift__(s), a, s)
     check(lambda a: torch.ops.aten.floor_divide.Scalar(a, 3), a)
     check(lambda a: torch.ops.aten.floor_divide.Scalar(a, -2.5), torch.randn(6, 3).t())
+
+
+@pytest.mark.parametrize("exponent", [2, 3, -2, 0.5, -0.5, -1, 1.7, 2.01])
+def test_pow_scalar_rounds_like_cpu_in_reduced_precision(exponent):
+    # CPU rounds the exponent to the tensor's dtype, and cubes/inverse squares step by step in bfloat16.
+    for dtype in (torch.bfloat16, torch.float16):
+        x = torch.rand(64, dtype=torch.float32).mul(3).add(0.05).to(dtype)
+        check(lambda t: t**exponent, x, rtol=0, atol=0)

@@ -270,3 +270,12 @@ def test_addr(dtype, beta):
     x = s.to(DEVICE)
     x.addr_(v1.to(DEVICE), v2.to(DEVICE), beta=beta, alpha=alpha)
     torch.testing.assert_close(x.cpu(), s.clone().addr_(v1, v2, beta=beta, alpha=alpha), equal_nan=True)
+
+
+def test_complex_inputs_take_the_cpu_fallback():
+    # No native complex LU: the lowering declines (NotLowered) and the call runs on CPU, counted as a fallback.
+    a, b = torch.randn(3, 3, dtype=torch.complex64), torch.randn(3, 2, dtype=torch.complex64)
+    expected = torch.linalg.solve(a, b)
+    torch.testing.assert_close(torch.linalg.solve(a.to(DEVICE), b.to(DEVICE)).cpu(), expected, rtol=1e-4, atol=1e-4)
+    assert torch_pjrt.metrics()["fallback_ops"] == {"aten::_linalg_solve_ex": 1}
+    torch_pjrt.reset_metrics()
