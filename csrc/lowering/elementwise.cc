@@ -158,7 +158,8 @@ V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 // pow(Tensor, Scalar) as ATen's CPU kernel computes it for float16/bfloat16:
 // the exponent is first rounded to that dtype, and bfloat16 squares, cubes
 // and inverse squares multiply step by step, rounding to bfloat16 after each
-// step (pow_tensor_scalar_optimized_kernel); the exponent stays a runtime
+// step (pow_tensor_scalar_optimized_kernel), while 0.5, -0.5 and -1 take
+// the sqrt, 1 / sqrt and reciprocal kernels; the exponent stays a runtime
 // value, so the special cases are selected at run time.
 V pow_tensor_scalar(Context& cx) {
   DType t = cx.result_type({0, 1});
@@ -170,9 +171,12 @@ V pow_tensor_scalar(Context& cx) {
   if (t == DType::BF16) {
     auto round = [&](Value v) { return b.convert(b.convert(v, t), m); };
     auto when = [&](double k, Value v, Value other) { return b.select(b.compare(e, b.constant(k, m), "EQ"), v, other); };
-    Value sq = round(b.mul(x, x));
+    Value one = b.constant(1, m), sq = round(b.mul(x, x));
     r = when(3, b.mul(sq, x), r);
-    r = when(-2, b.div(b.constant(1, m), sq), r);
+    r = when(-2, b.div(one, sq), r);
+    r = when(0.5, b.unary("stablehlo.sqrt", x), r);  // sqrt/rsqrt/reciprocal kernels
+    r = when(-0.5, b.div(one, b.unary("stablehlo.sqrt", x)), r);
+    r = when(-1, b.div(one, x), r);
   }
   return {b.convert(r, t)};
 }

@@ -887,6 +887,31 @@ int64_t fused_sdp_choice(const at::Tensor&, const at::Tensor&, const at::Tensor&
 
 // ---------------------------------------------------------------- registration
 
+// The functional overload an in-place schema derives from: `foo_.X` ->
+// `foo.X`, unless another overload of `foo` takes the same argument types in
+// the same order (pow_.Scalar takes (Tensor, Scalar): pow.Tensor_Scalar, not
+// pow.Scalar, which is (Scalar, Tensor)).
+std::string functional_of_inplace(const c10::FunctionSchema& schema,
+                                  const std::unordered_map<std::string, std::vector<c10::OperatorHandle>>& by_base) {
+  std::string base = schema.name().substr(0, schema.name().size() - 1);
+  std::string by_name = base + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  auto same_types = [&](const c10::FunctionSchema& f) {
+    const auto &a = schema.arguments(), &b = f.arguments();
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].type()->str() != b[i].type()->str()) return false;
+    return true;
+  };
+  auto it = by_base.find(base);
+  if (it == by_base.end()) return by_name;
+  for (const auto& h : it->second)
+    if (full_name(h.schema().operator_name()) == by_name && same_types(h.schema())) return by_name;
+  for (const auto& h : it->second)
+    if (same_types(h.schema()) && lowering::find_lowering(full_name(h.schema().operator_name())))
+      return full_name(h.schema().operator_name());
+  return by_name;
+}
+
 std::vector<std::string> register_lowered_ops() {
   if (g_library) return g_registered;
   g_library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
@@ -912,10 +937,7 @@ std::vector<std::string> register_lowered_ops() {
     } else if (schema.name().back() == '_' && schema.is_mutable()) {
       variant = Variant::InPlace;
       auto alias = kInPlaceAliases.find(name);
-      functional = alias != kInPlaceAliases.end()
-                       ? alias->second
-                       : schema.name().substr(0, schema.name().size() - 1) +
-                             (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+      functional = alias != kInPlaceAliases.end() ? alias->second : functional_of_inplace(schema, by_base);
     }
     if (functional.empty()) continue;
     lowering::LowerFn fn = lowering::find_lowering(functional);
