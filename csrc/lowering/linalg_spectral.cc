@@ -278,7 +278,10 @@ V jacobi_svd(Builder& b, const Value& a) {
   Value x = out[0];
   Value sigma = b.sqrt(b.reduce(b.mul(x, x), b.constant(0, t), {r - 2}, "stablehlo.add"));  // [..., n]
   Value sb = b.broadcast_in_dim(sigma, x.dims(), cat(bdims, {r - 1}));
-  Value u = b.select(b.compare(sb, b.full(0, sb.type), "EQ"), b.full(0, x.type), b.div(x, sb));
+  // A zero column gets e_j, as LAPACK's U of a zero matrix (the nuclear and
+  // spectral norm subgradients at zero are U V^T).
+  Value ej = b.convert(b.compare(index(b, x.dims(), r - 2), index(b, x.dims(), r - 1), "EQ"), t);
+  Value u = b.select(b.compare(sb, b.full(0, sb.type), "EQ"), ej, b.div(x, sb));
   auto [perm, ss] = sort_perm(b, sigma, true);
   return {bmm(b, u, perm), ss, bmm(b, out[1], perm)};
 }
