@@ -136,6 +136,7 @@ Buffer::~Buffer() {
 }
 
 void Buffer::to_host(void* dst, size_t nbytes) const {
+  if (nbytes == 0) return;  // nothing to copy; a null dst would ask PJRT for the size instead
   auto a = args_of<PJRT_Buffer_ToHostBuffer_Args>();
   a.src = buffer_;
   a.dst = dst;

@@ -42,6 +42,16 @@ TEST(Runtime, OffersSeveralDevicesAndRunsOnEach) {
   EXPECT_EQ(out[2], 25);
 }
 
+TEST(Runtime, ZeroElementResultCopiesNothing) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {0, 3}});
+  b.set_results({b.add(x, x)});
+  auto exe = client().compile(b.module_text(), 0);
+  auto r = exe->execute({client().from_host(nullptr, DType::F32, {0, 3}, 0)->get()});
+  r[0]->to_host(nullptr, 0);  // used to wait on the null event PJRT returns for a size query
+  SUCCEED();
+}
+
 TEST(Runtime, BadProgramRaisesInsteadOfAborting) {
   EXPECT_THROW(client().compile("module { this is not mlir }", 0), runtime::Error);
 }
