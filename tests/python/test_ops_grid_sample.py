@@ -68,3 +68,38 @@ def test_grid_sample_errors_like_cpu():
     grid = torch.zeros(1, 1, 1, 1, 3, device=dev)
     with pytest.raises(RuntimeError):
         F.grid_sample(x, grid, mode="bicubic", align_corners=False)
+
+
+# igamma / igammac (csrc/lowering/special.cc) share this new test file with grid sampling.
+def _igamma_inputs():
+    a = torch.cat([torch.rand(60) * 5, torch.rand(60) * 60 + 0.5, torch.rand(40) * 500 + 150])
+    x = torch.cat(
+        [
+            torch.rand(60) * 8,
+            a[60:120] * (1 + (torch.rand(60) - 0.5) * 0.5),  # the asymptotic expansion near a
+            a[120:] * (1 + (torch.rand(40) - 0.5) * 0.2),
+        ]
+    )
+    edge_a = torch.tensor([0.0, 0.0, 1.0, float("inf"), float("inf"), 2.0, -1.0, 3.0, 0.3, 2.0])
+    edge_x = torch.tensor([0.0, 1.0, 0.0, 3.0, float("inf"), float("inf"), 1.0, -2.0, 0.45, 0.9])
+    return torch.cat([a, edge_a]), torch.cat([x, edge_x])
+
+
+@pytest.mark.parametrize("fn", [torch.igamma, torch.igammac])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_igamma_matches_cpu(fn, dtype):
+    a, x = _igamma_inputs()
+    a, x = a.to(dtype), x.to(dtype)
+    torch_pjrt.reset_metrics()
+    tol = 2e-5 if dtype == torch.float32 else 1e-12
+    check(fn, a, x, rtol=tol, atol=1e-6 if dtype == torch.float32 else 1e-14)
+    check(fn, a.reshape(10, 17).t(), x.reshape(10, 17).t(), rtol=tol, atol=1e-5)  # non-contiguous
+    check(fn, a[:5].reshape(5, 1), x[:7], rtol=tol, atol=1e-5)  # broadcasting
+    assert torch_pjrt.metrics()["fallback_ops"] == {}
+
+
+def test_igamma_bfloat16_inplace_and_out():
+    a, x = _igamma_inputs()
+    check(torch.igamma, a.bfloat16(), x.bfloat16())
+    check(lambda u, v: u.igammac_(v), a.clone(), x)
+    check(lambda u, v: torch.igamma(u, v, out=torch.empty_like(u)), a, x, rtol=2e-5, atol=1e-6)
