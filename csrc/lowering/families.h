@@ -24,6 +24,7 @@ std::vector<Entry> pad_lowerings();          // pad.cc
 std::vector<Entry> special_lowerings();      // special.cc
 std::vector<Entry> fft_lowerings();            // fft.cc
 std::vector<Entry> linalg_spectral_lowerings();  // linalg_spectral.cc
+std::vector<Entry> sampling_lowerings();       // sampling.cc
 
 // Shared helpers for lowerings of several families.
 // Arguments i and j promoted to their common dtype (torch.result_type).

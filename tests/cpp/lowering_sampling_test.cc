@@ -1,0 +1,166 @@
+// Structure and numeric checks of the grid sampling lowerings
+// (csrc/lowering/sampling.cc); expected values worked out by hand from
+// ATen's GridSampler.h formulas. The igamma tests at the end check the
+// incomplete gamma lowerings of special.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+
+namespace torch_pjrt {
+namespace {
+
+using hlo::DType;
+using testing::Arg;
+using testing::lower;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// input [1, 1, 2, 2] = [[1, 2], [3, 4]]; grid [1, 1, 3, 2] of (x, y) points.
+const std::vector<float> kInput = {1, 2, 3, 4};
+
+testing::Lowered forward2d(int64_t mode, int64_t padding, bool align) {
+  return lower("aten::grid_sampler_2d", [=](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {1, 1, 2, 2}})),
+                            Arg::tensor(b.parameter({DType::F32, {1, 1, 3, 2}})), Arg::integer(mode),
+                            Arg::integer(padding), Arg::boolean(align)};
+  });
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6 * std::max(1.f, std::abs(want[i]))) << "at " << i;
+}
+
+TEST(Sampling, GridSampler2dBilinearGolden) {
+  auto l = forward2d(0, 0, true);
+  // Four corners, each one gather from the [N*H*W, C] table; no scatter.
+  EXPECT_EQ(count(l.text, "\"stablehlo.gather\""), 4u);
+  EXPECT_EQ(count(l.text, "\"stablehlo.scatter\""), 0u);
+  EXPECT_EQ(count(l.text, "\"stablehlo.floor\""), 2u);
+  EXPECT_NE(l.text.find("-> (tensor<1x1x1x3xf32>)"), std::string::npos);
+  // centre, top-left corner, top-right corner
+  auto out = testing::run<float, float>(l, {kInput, {0, 0, -1, -1, 1, -1}}, DType::F32);
+  expect_near(out, {2.5f, 1.f, 2.f});
+}
+
+TEST(Sampling, GridSampler2dZerosPaddingUnaligned) {
+  // x = y = -1 without align_corners is pixel -0.5: a quarter of input[0][0].
+  auto out = testing::run<float, float>(forward2d(0, 0, false), {kInput, {-1, -1, 0, 0, 1, 1}}, DType::F32);
+  expect_near(out, {0.25f, 2.5f, 1.f});
+}
+
+TEST(Sampling, GridSampler2dNearestAndBorder) {
+  // Nearest rounds half to even: x = 0.5 (grid 0) picks column 0.
+  auto l = forward2d(1, 1, true);
+  EXPECT_NE(l.text.find("stablehlo.round_nearest_even"), std::string::npos);
+  auto out = testing::run<float, float>(l, {kInput, {0, 0, 3, -1, 0.9f, 0.9f}}, DType::F32);
+  expect_near(out, {1.f, 2.f, 4.f});
+}
+
+TEST(Sampling, GridSampler2dBicubicConstant) {
+  // Cubic convolution weights sum to one: a constant input stays constant
+  // with border padding.
+  auto l = forward2d(2, 1, false);
+  EXPECT_EQ(count(l.text, "\"stablehlo.gather\""), 16u);
+  auto out = testing::run<float, float>(l, {{5, 5, 5, 5}, {0.3f, -0.7f, 0.1f, 0.2f, -1, 1}}, DType::F32);
+  expect_near(out, {5.f, 5.f, 5.f});
+}
+
+TEST(Sampling, GridSampler2dBackward) {
+  auto l = lower("aten::grid_sampler_2d_backward", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {1, 1, 1, 3}})),
+                            Arg::tensor(b.parameter({DType::F32, {1, 1, 2, 2}})),
+                            Arg::tensor(b.parameter({DType::F32, {1, 1, 3, 2}})),
+                            Arg::integer(0),
+                            Arg::integer(0),
+                            Arg::boolean(true),
+                            Arg::integers({1, 1})};
+  });
+  EXPECT_EQ(count(l.text, "\"stablehlo.scatter\""), 1u);
+  ASSERT_EQ(l.results.size(), 2u);
+  auto exe = testing::client().compile(l.text, 0);
+  std::vector<std::vector<float>> in = {{1, 1, 1}, kInput, {0, 0, -1, -1, 1, -1}};
+  std::vector<runtime::BufferPtr> bufs;
+  std::vector<PJRT_Buffer*> raw;
+  for (size_t i = 0; i < in.size(); ++i) {
+    bufs.push_back(testing::client().from_host(in[i].data(), DType::F32, l.builder.parameters()[i].dims(), 0));
+    raw.push_back(bufs.back()->get());
+  }
+  auto out = exe->execute(raw);
+  std::vector<float> gi(4), gg(6);
+  out[0]->to_host(gi.data(), gi.size() * sizeof(float));
+  out[1]->to_host(gg.data(), gg.size() * sizeof(float));
+  // Centre spreads a quarter to each pixel; the corners land on one pixel.
+  expect_near(gi, {1.25f, 1.25f, 0.25f, 0.25f});
+  // d/dx, d/dy times (size - 1) / 2; the right neighbour of (1, -1) is out
+  // of bounds and counts as zero.
+  expect_near(gg, {0.5f, 1.f, 0.5f, 1.f, -1.f, 1.f});
+}
+
+TEST(Sampling, GridSampler3dRejectsBicubic) {
+  EXPECT_THROW(lower("aten::grid_sampler_3d",
+                     [](hlo::Builder& b) {
+                       return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {1, 1, 2, 2, 2}})),
+                                               Arg::tensor(b.parameter({DType::F32, {1, 1, 1, 1, 3}})), Arg::integer(2),
+                                               Arg::integer(0), Arg::boolean(false)};
+                     }),
+               lowering::LoweringError);
+}
+
+// igamma/igammac (csrc/lowering/special.cc) share this new test file. The
+// references are closed forms in double: P(1, x) = 1 - e^-x, Q(1/2, x) =
+// erfc(sqrt x) and, for integer a, Q(a, x) = e^-x sum_{k<a} x^k / k!.
+double q_integer(int a, double x) {
+  double term = 1, sum = 0;
+  for (int k = 0; k < a; ++k) {
+    sum += term;
+    term *= x / (k + 1);
+  }
+  return std::exp(-x) * sum;
+}
+
+testing::Lowered igamma_op(const std::string& op, int64_t n) {
+  return lower(op, [n](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F64, {n}})), Arg::tensor(b.parameter({DType::F64, {n}}))};
+  });
+}
+
+TEST(Igamma, LoopsStayLoopsGolden) {
+  auto l = igamma_op("aten::igamma", 4);
+  // series, continued fraction, complement series, and the asymptotic
+  // expansion's outer and inner loops: five while ops, no unrolled steps.
+  EXPECT_EQ(count(l.text, "\"stablehlo.while\""), 5u);
+  EXPECT_EQ(count(l.text, "\"stablehlo.dynamic_slice\""), 2u);
+  EXPECT_LT(count(l.text, "\n"), 1500u);
+  EXPECT_NE(l.text.find("\"chlo.lgamma\""), std::string::npos);
+}
+
+TEST(Igamma, ClosedForms) {
+  std::vector<double> a = {1, 1, 0.5, 0.5, 30, 30, 250, 3}, x = {0.3, 7, 0.2, 2.5, 32, 27, 260, 1.05};
+  auto p = testing::run<double, double>(igamma_op("aten::igamma", 8), {a, x}, DType::F64);
+  auto q = testing::run<double, double>(igamma_op("aten::igammac", 8), {a, x}, DType::F64);
+  for (size_t i = 0; i < a.size(); ++i) {
+    double want;
+    if (a[i] == 0.5)
+      want = std::erfc(std::sqrt(x[i]));
+    else
+      want = q_integer(static_cast<int>(a[i]), x[i]);
+    // ATen's asymptotic expansion (a > 20 near x = a) is good to ~1e-9.
+    double tol = a[i] > 20 ? 2e-9 : 1e-12;
+    EXPECT_NEAR(q[i], want, tol) << "igammac at a = " << a[i] << ", x = " << x[i];
+    EXPECT_NEAR(p[i], 1 - want, tol) << "igamma at a = " << a[i] << ", x = " << x[i];
+  }
+}
+
+}  // namespace
+}  // namespace torch_pjrt
