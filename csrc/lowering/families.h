@@ -1,27 +1,29 @@
 // The lowering table is the union of these per-family tables, one file each.
 #pragma once
 
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "lowering/context.h"
 
 namespace torch_pjrt::lowering {
 
-std::vector<Entry> elementwise_lowerings();  // elementwise.cc
-std::vector<Entry> reduction_lowerings();    // reduction.cc
-std::vector<Entry> linalg_lowerings();       // linalg.cc
-std::vector<Entry> shape_lowerings();        // shape.cc
-std::vector<Entry> nn_lowerings();           // nn.cc
-std::vector<Entry> random_lowerings();       // random.cc
-std::vector<Entry> creation_lowerings();     // creation.cc
-std::vector<Entry> optim_lowerings();        // optim.cc
-std::vector<Entry> conv_lowerings();         // conv.cc
-std::vector<Entry> pool_lowerings();         // pool.cc
-std::vector<Entry> norm_lowerings();         // norm.cc
+std::vector<Entry> elementwise_lowerings();    // elementwise.cc
+std::vector<Entry> reduction_lowerings();      // reduction.cc
+std::vector<Entry> linalg_lowerings();         // linalg.cc
+std::vector<Entry> shape_lowerings();          // shape.cc
+std::vector<Entry> nn_lowerings();             // nn.cc
+std::vector<Entry> random_lowerings();         // random.cc
+std::vector<Entry> creation_lowerings();       // creation.cc
+std::vector<Entry> optim_lowerings();          // optim.cc
+std::vector<Entry> conv_lowerings();           // conv.cc
+std::vector<Entry> pool_lowerings();           // pool.cc
+std::vector<Entry> norm_lowerings();           // norm.cc
 std::vector<Entry> embedding_bag_lowerings();  // embedding_bag.cc
 std::vector<Entry> select_lowerings();         // select.cc
-std::vector<Entry> pad_lowerings();          // pad.cc
-std::vector<Entry> special_lowerings();      // special.cc
+std::vector<Entry> pad_lowerings();            // pad.cc
+std::vector<Entry> special_lowerings();        // special.cc
 std::vector<Entry> fft_lowerings();            // fft.cc
 
 // Shared helpers for lowerings of several families.
@@ -31,5 +33,33 @@ std::pair<Value, Value> promote(Context& cx, size_t i, size_t j);
 DType float_type(DType t);
 // Rank-0 constant of x's dtype.
 inline Value scalar_like(Context& cx, double v, const Value& x) { return cx.b.constant(v, x.dtype()); }
+
+// Complex inputs for lowerings written for real dtypes. Whether any of the
+// tensor or scalar arguments `idx` (absent ones skipped) is complex.
+inline bool any_complex(const Context& cx, std::initializer_list<size_t> idx) {
+  for (size_t i : idx) {
+    if (cx.none(i)) continue;
+    auto kind = cx.arg(i).kind;
+    if ((kind == Arg::Kind::Tensor || kind == Arg::Kind::Scalar) && hlo::is_complex(cx.tensor(i).dtype())) return true;
+  }
+  return false;
+}
+// PyTorch refuses complex inputs of this op: raise its message.
+inline void refuse_complex(const Context& cx, std::initializer_list<size_t> idx, const std::string& message) {
+  if (any_complex(cx, idx)) cx.fail(message);
+}
+// PyTorch's "<kernel>" not implemented for 'ComplexFloat' message (its CPU
+// dispatch name for the complex dtype of the arguments `idx`).
+inline void refuse_complex_kernel(const Context& cx, std::initializer_list<size_t> idx, const std::string& kernel) {
+  for (size_t i : idx)
+    if (any_complex(cx, {i}))
+      cx.fail("\"" + kernel + "\" not implemented for '" +
+              (cx.tensor(i).dtype() == DType::C128 ? "ComplexDouble" : "ComplexFloat") + "'");
+}
+// PyTorch computes this op on complex inputs but this lowering has no complex
+// algorithm: the call takes the CPU fallback.
+inline void decline_complex(const Context& cx, std::initializer_list<size_t> idx) {
+  if (any_complex(cx, idx)) cx.not_lowered("complex inputs run on the CPU");
+}
 
 }  // namespace torch_pjrt::lowering
