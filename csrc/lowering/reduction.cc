@@ -224,7 +224,7 @@ V min_all(Context& cx) { return max_min_all(cx, false); }
 
 // aten::max.dim / aten::min.dim(self, int dim, bool keepdim) -> (values, indices)
 V max_min_dim(Context& cx, bool is_max) {
-  refuse_complex_kernel(cx, {0}, is_max ? "max_cpu" : "min_cpu");
+  refuse_complex(cx, {0}, std::string(is_max ? "max" : "min") + "(): does not support complex input");
   Value x = cx.tensor(0);
   int64_t d = cx.dim(cx.integer(1), x.rank());
   bool keepdim = cx.flag_or(2, false);
