@@ -268,21 +268,7 @@ V neg(Context& cx) {
         "the `~` or `logical_not()` operator instead.");
   return {cx.b.neg(cx.tensor(0))};
 }
-// |x|; a complex x with an infinite part is inf and else with a NaN part NaN,
-// as std::abs (hypot) gives (the plugin's complex abs misses the NaN).
-V abs(Context& cx) {
-  Value x = cx.tensor(0);
-  auto& b = cx.b;
-  Value r = b.abs(x);
-  if (!hlo::is_complex(x.dtype())) return {r};
-  Value re = b.real(x), im = b.imag(x);
-  DType t = r.dtype();
-  Value inf = b.constant(INFINITY, t);
-  Value any_nan = b.or_(b.compare(re, re, "NE"), b.compare(im, im, "NE"));
-  Value any_inf = b.or_(b.compare(b.abs(re), inf, "EQ"), b.compare(b.abs(im), inf, "EQ"));
-  r = b.select(any_nan, b.constant(NAN, t), r);
-  return {b.select(any_inf, inf, r)};
-}
+V abs(Context& cx) { return {abs_value(cx.b, cx.tensor(0))}; }
 // sign of a float is (x > 0) - (x < 0) as in PyTorch: 0 for NaN and for -0.0;
 // a bool is its own sign; sgn of a complex x is x / |x| (stablehlo.sign).
 V sgn(Context& cx) {

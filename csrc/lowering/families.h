@@ -1,6 +1,7 @@
 // The lowering table is the union of these per-family tables, one file each.
 #pragma once
 
+#include <cmath>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -55,6 +56,19 @@ inline void refuse_complex_kernel(const Context& cx, std::initializer_list<size_
     if (any_complex(cx, {i}))
       cx.fail("\"" + kernel + "\" not implemented for '" +
               (cx.tensor(i).dtype() == DType::C128 ? "ComplexDouble" : "ComplexFloat") + "'");
+}
+// |x| of a complex x as std::abs (hypot) gives it: inf when a part is
+// infinite, else NaN when a part is NaN (the plugin's complex abs misses the
+// NaN); a real x gets stablehlo.abs.
+inline Value abs_value(hlo::Builder& b, Value x) {
+  Value r = b.abs(x);
+  if (!hlo::is_complex(x.dtype())) return r;
+  Value re = b.real(x), im = b.imag(x);
+  DType t = r.dtype();
+  Value inf = b.constant(INFINITY, t);
+  Value any_nan = b.or_(b.compare(re, re, "NE"), b.compare(im, im, "NE"));
+  Value any_inf = b.or_(b.compare(b.abs(re), inf, "EQ"), b.compare(b.abs(im), inf, "EQ"));
+  return b.select(any_inf, inf, b.select(any_nan, b.constant(NAN, t), r));
 }
 // PyTorch computes this op on complex inputs but this lowering has no complex
 // algorithm: the call takes the CPU fallback.

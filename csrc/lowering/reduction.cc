@@ -383,7 +383,10 @@ V logsumexp(Context& cx) {
 // runtime scalar (None means 2): inf -> max|x|, -inf -> min|x|, 0 -> count
 // of non-zeros, 1 -> sum|x|, 2 -> sqrt(sum x^2), else sum(|x|^p)^(1/p).
 Value vector_norm(Context& cx, Value x, size_t p_arg, const Dims& dims, bool keepdim, DType out, const char* name) {
-  if (hlo::is_complex(x.dtype())) cx.not_lowered("complex inputs run on the CPU");
+  if (hlo::is_complex(x.dtype())) {  // the norm of |x|, real (ATen's toRealValueType)
+    x = abs_value(cx.b, cx.b.convert(x, hlo::is_complex(out) ? out : x.dtype()));
+    out = x.dtype();
+  }
   if (!hlo::is_floating(x.dtype()) || !hlo::is_floating(out))
     cx.fail(std::string(name) + ": Expected a floating point or complex tensor as input. Got " +
             std::string(hlo::dtype_name(hlo::is_floating(x.dtype()) ? out : x.dtype())));

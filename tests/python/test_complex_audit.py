@@ -107,6 +107,10 @@ NATIVE = [
     ("isnan", torch.isnan),
     ("isinf", torch.isinf),
     ("isfinite", torch.isfinite),
+    ("vector_norm", lambda x: torch.linalg.vector_norm(x)),
+    ("vector_norm_inf_dim", lambda x: torch.linalg.vector_norm(x, float("inf"), dim=0, keepdim=True)),
+    ("vector_norm_1", lambda x: torch.linalg.vector_norm(x, 1, dim=1)),
+    ("norm", lambda x: torch.norm(x, 3)),
 ]
 
 
@@ -149,11 +153,17 @@ def test_var_std_complex_is_real(name, fn):
     assert fallbacks() == {}
 
 
-@pytest.mark.parametrize("fn", [torch.tanh, torch.sigmoid], ids=["tanh", "sigmoid"])
+@pytest.mark.parametrize(
+    "fn",
+    [torch.tanh, torch.sigmoid, lambda x: torch.linalg.vector_norm(x, float("inf"), dim=1)],
+    ids=["tanh", "sigmoid", "vector_norm_inf"],
+)
 def test_complex_backward_conjugates(fn):
-    """tanh_backward / sigmoid_backward multiply by the conjugate derivative on complex inputs."""
+    """tanh_backward / sigmoid_backward multiply by the conjugate derivative on complex inputs; the
+    inf-norm backward compares |x| with the (now native) forward result."""
     x = cplx(3, 4)
-    w = cplx(3, 4)
+    y = fn(x)
+    w = torch.randn(y.shape, dtype=y.dtype)  # real for a norm
     xc = x.clone().requires_grad_(True)
     fn(xc).backward(w)
     torch_pjrt.reset_metrics()
@@ -168,7 +178,6 @@ DECLINED = [
     ("logaddexp", lambda x: torch.logaddexp(x, x.flip(0)), "aten::logaddexp"),
     ("logsumexp", lambda x: torch.logsumexp(x, 0), "aten::logsumexp"),
     ("lerp", lambda x: torch.lerp(x, x.flip(0), 0.25), "aten::lerp.Scalar"),
-    ("vector_norm", lambda x: torch.linalg.vector_norm(x), "aten::linalg_vector_norm"),
 ]
 
 
