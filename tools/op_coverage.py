@@ -274,10 +274,13 @@ def tpu_supports(dtype) -> bool:
     return True
 
 
-def dtypes_to_run(op, max_samples=None):
+def dtypes_to_run(op, max_samples=None, dtype=None):
     """[(dtype, how many samples or None for all)]: float32 (else int64, int32, bool, or complex64 for ops
-    that only take complex inputs, where the device supports it), then a few bfloat16."""
+    that only take complex inputs, where the device supports it), then a few bfloat16; with ``dtype``
+    (e.g. torch.complex64) only that dtype, where CPU supports it."""
     supported = op.supported_dtypes("cpu")
+    if dtype is not None:
+        return [(dtype, max_samples)] if dtype in supported else []
     main = next((d for d in (torch.float32, torch.int64, torch.int32, torch.bool) if d in supported), None)
     if main is None and torch.complex64 in supported and tpu_supports(torch.complex64):
         main = torch.complex64
@@ -308,12 +311,15 @@ def unsupported(e: BaseException):
     return None
 
 
-def check_op(op, max_samples=None) -> tuple[str, str]:
-    """Runs the samples of ``op`` (at most ``max_samples`` per dtype); returns (status, detail)."""
+def check_op(op, max_samples=None, dtype=None) -> tuple[str, str]:
+    """Runs the samples of ``op`` (at most ``max_samples`` per dtype; only ``dtype`` if given);
+    returns (status, detail)."""
     torch_pjrt = import_torch_pjrt()
 
-    runs = dtypes_to_run(op, max_samples)
+    runs = dtypes_to_run(op, max_samples, dtype)
     if not runs:
+        if dtype is not None:
+            return "skip", f"no {str(dtype)[6:]} support on CPU"
         return "skip", "no float32, int, bool or (device-supported) complex64 support on CPU"
     ran, cpu_error, lacks, differ = 0, "", "", ""
     torch_pjrt.reset_metrics()
@@ -545,7 +551,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--shards", type=int, default=0, help="shards (default: 4 per job)")
     parser.add_argument("--workdir", help="where shards write (default: a temporary folder)")
+    parser.add_argument("--dtype", help="with --ops: run only this dtype's samples (e.g. complex64)")
     args = parser.parse_args()
+    dtype = getattr(torch, args.dtype) if args.dtype else None
 
     if args.shard:
         index, count = map(int, args.shard.split("/"))
@@ -556,7 +564,7 @@ def main() -> None:
         for op in op_db():
             if op.name in names or key(op) in names:
                 start = time.time()
-                status, detail = check_op(op)
+                status, detail = check_op(op, dtype=dtype)
                 print(f"{key(op):45} {status:8} {time.time() - start:6.1f}s  {detail}", flush=True)
         return
 

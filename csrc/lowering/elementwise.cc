@@ -118,6 +118,7 @@ Value float_floor_div(hlo::Builder& b, Value a, Value d) {
 }
 
 Value divide(Context& cx, const std::string& mode) {
+  if (!mode.empty()) refuse_complex_kernel(cx, {0, 1}, "div_" + mode + "_cpu");
   DType t = cx.result_type({0, 1});
   if (mode.empty()) t = float_type(t);
   if (!hlo::is_floating(t)) {
@@ -134,6 +135,7 @@ V div_tensor(Context& cx) { return {divide(cx, "")}; }
 V div_tensor_mode(Context& cx) { return {divide(cx, cx.none(2) ? "" : cx.str(2))}; }
 
 V remainder_tensor(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "remainder_cpu");
   DType t = cx.result_type({0, 1});
   Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
   Value r = cx.b.binary("stablehlo.remainder", a, b);
@@ -143,6 +145,7 @@ V remainder_tensor(Context& cx) {
   return {cx.b.convert(cx.b.select(fix, cx.b.add(r, b), r), t)};
 }
 V fmod_tensor(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "fmod_cpu");
   auto [a, b] = promote(cx, 0, 1);
   return {cx.b.binary("stablehlo.remainder", a, b)};
 }
@@ -170,7 +173,9 @@ V pow_tensor_scalar(Context& cx) {
   Value r = b.binary("stablehlo.power", x, e);
   if (t == DType::BF16) {
     auto round = [&](Value v) { return b.convert(b.convert(v, t), m); };
-    auto when = [&](double k, Value v, Value other) { return b.select(b.compare(e, b.constant(k, m), "EQ"), v, other); };
+    auto when = [&](double k, Value v, Value other) {
+      return b.select(b.compare(e, b.constant(k, m), "EQ"), v, other);
+    };
     Value one = b.constant(1, m), sq = round(b.mul(x, x));
     r = when(3, b.mul(sq, x), r);
     r = when(-2, b.div(one, sq), r);
@@ -182,16 +187,21 @@ V pow_tensor_scalar(Context& cx) {
 }
 
 V maximum(Context& cx) {
+  refuse_complex(cx, {0, 1}, "maximum not implemented for complex tensors.");
   auto [a, b] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, a, b, true)};
 }
 V minimum(Context& cx) {
+  refuse_complex(cx, {0, 1}, "minimum not implemented for complex tensors.");
   auto [a, b] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, a, b, false)};
 }
 
+constexpr const char* kClampComplex = "clamp is not supported for complex types";
+
 // min(max(x, lo), hi), a NaN in any operand giving NaN.
 V clamp(Context& cx) {
+  refuse_complex(cx, {0, 1, 2}, kClampComplex);
   Value x = cx.tensor(0);
   DType t = cx.result_type({0, 1, 2});
   x = cx.b.convert(x, t);
@@ -200,10 +210,12 @@ V clamp(Context& cx) {
   return {x};
 }
 V clamp_min(Context& cx) {
+  refuse_complex(cx, {0, 1}, kClampComplex);
   auto [x, lo] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, x, lo, true)};
 }
 V clamp_max(Context& cx) {
+  refuse_complex(cx, {0, 1}, kClampComplex);
   auto [x, hi] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, x, hi, false)};
 }
@@ -212,6 +224,7 @@ V clamp_max(Context& cx) {
 // self's dtype, and computes in opmath with the formula that is exact at
 // both ends: self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w).
 V lerp(Context& cx) {
+  decline_complex(cx, {0, 1, 2});
   DType t = cx.tensor(0).dtype();
   const char* names[] = {"self", "end", "weight"};
   for (size_t i = 1; i < 3; ++i)
@@ -236,7 +249,7 @@ V addcmul(Context& cx) {
 }
 // self + value * t1 / t2, in opmath; PyTorch refuses integer t1 and t2.
 V addcdiv(Context& cx) {
-  if (!hlo::is_floating(cx.tensor(1).dtype()) && !hlo::is_floating(cx.tensor(2).dtype()))
+  if (!hlo::is_floating(cx.tensor(1).dtype()) && !hlo::is_floating(cx.tensor(2).dtype()) && !any_complex(cx, {1, 2}))
     cx.fail(
         "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
         "true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
@@ -259,16 +272,21 @@ V neg(Context& cx) {
         "the `~` or `logical_not()` operator instead.");
   return {cx.b.neg(cx.tensor(0))};
 }
-V abs(Context& cx) { return {cx.b.abs(cx.tensor(0))}; }
+V abs(Context& cx) { return {abs_value(cx.b, cx.tensor(0))}; }
 // sign of a float is (x > 0) - (x < 0) as in PyTorch: 0 for NaN and for -0.0;
-// a bool is its own sign.
-V sign(Context& cx) {
+// a bool is its own sign; sgn of a complex x is x / |x| (stablehlo.sign).
+V sgn(Context& cx) {
   Value x = cx.tensor(0);
   if (x.dtype() == DType::Bool) return {x};
   if (!hlo::is_floating(x.dtype())) return {cx.b.unary("stablehlo.sign", x)};
   Value zero = scalar_like(cx, 0, x);
   return {cx.b.sub(cx.b.convert(cx.b.compare(x, zero, "GT"), x.dtype()),
                    cx.b.convert(cx.b.compare(x, zero, "LT"), x.dtype()))};
+}
+V sign(Context& cx) {
+  refuse_complex(cx, {0},
+                 "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.");
+  return sgn(cx);
 }
 V exp(Context& cx) { return float_unary(cx, "stablehlo.exponential"); }
 V expm1(Context& cx) { return float_unary(cx, "stablehlo.exponential_minus_one"); }
@@ -281,9 +299,18 @@ V cos(Context& cx) { return float_unary(cx, "stablehlo.cosine"); }
 V tan(Context& cx) { return float_unary(cx, "stablehlo.tan"); }
 V tanh(Context& cx) { return float_unary(cx, "stablehlo.tanh"); }
 V sigmoid(Context& cx) { return float_unary(cx, "stablehlo.logistic"); }
-V erf(Context& cx) { return float_unary(cx, "chlo.erf"); }
-V erfc(Context& cx) { return float_unary(cx, "chlo.erfc"); }
-V erfinv(Context& cx) { return float_unary(cx, "chlo.erf_inv"); }
+V erf(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "erf_vml_cpu");
+  return float_unary(cx, "chlo.erf");
+}
+V erfc(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "erfc_vml_cpu");
+  return float_unary(cx, "chlo.erfc");
+}
+V erfinv(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "erfinv_vml_cpu");
+  return float_unary(cx, "chlo.erf_inv");
+}
 V acos(Context& cx) { return float_unary(cx, "chlo.acos"); }
 V acosh(Context& cx) { return float_unary(cx, "chlo.acosh"); }
 V asin(Context& cx) { return float_unary(cx, "chlo.asin"); }
@@ -292,35 +319,54 @@ V atan(Context& cx) { return float_unary(cx, "chlo.atan"); }
 V atanh(Context& cx) { return float_unary(cx, "chlo.atanh"); }
 V cosh(Context& cx) { return float_unary(cx, "chlo.cosh"); }
 V sinh(Context& cx) { return float_unary(cx, "chlo.sinh"); }
-V lgamma(Context& cx) { return float_unary(cx, "chlo.lgamma"); }
-V digamma(Context& cx) { return float_unary(cx, "chlo.digamma"); }
+V lgamma(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "lgamma_vml_cpu");
+  return float_unary(cx, "chlo.lgamma");
+}
+V digamma(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "digamma");
+  return float_unary(cx, "chlo.digamma");
+}
 // log2, log10 and exp2 through natural log/exp with a constant factor.
+// x * k for a real constant k; a complex x has its parts scaled (a product with
+// the complex k + 0i would turn inf * 0 into NaN parts).
+Value scaled(hlo::Builder& b, Value x, double k) {
+  if (!hlo::is_complex(x.dtype())) return b.mul(x, b.constant(k, x.dtype()));
+  DType rt = hlo::real_type(x.dtype());
+  return b.complex(b.mul(b.real(x), b.constant(k, rt)), b.mul(b.imag(x), b.constant(k, rt)));
+}
 V scaled_log(Context& cx, double base) {
   auto [x, out] = float_arg(cx, 0);
+  if (hlo::is_complex(x.dtype())) return {cx.b.convert(scaled(cx.b, cx.b.log(x), 1.0 / std::log(base)), out)};
   return {cx.b.convert(cx.b.div(cx.b.log(x), scalar_like(cx, std::log(base), x)), out)};
 }
 V log2(Context& cx) { return scaled_log(cx, 2.0); }
 V log10(Context& cx) { return scaled_log(cx, 10.0); }
 V exp2(Context& cx) {
   auto [x, out] = float_arg(cx, 0);
-  return {cx.b.convert(cx.b.exp(cx.b.mul(x, scalar_like(cx, std::log(2.0), x))), out)};
+  return {cx.b.convert(cx.b.exp(scaled(cx.b, x, std::log(2.0))), out)};
 }
 V atan2(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "atan2_cpu");
   DType out = float_type(cx.result_type({0, 1}));
   DType t = hlo::opmath_type(out);
   return {cx.b.convert(cx.b.binary("stablehlo.atan2", cx.as(0, t), cx.as(1, t)), out)};
 }
 V floor(Context& cx) {
+  refuse_complex(cx, {0}, "floor is not supported for complex inputs");
   return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.floor", cx.tensor(0)) : cx.tensor(0)};
 }
 V ceil(Context& cx) {
+  refuse_complex(cx, {0}, "ceil is not supported for complex inputs");
   return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.ceil", cx.tensor(0)) : cx.tensor(0)};
 }
 V round(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "round_vml_cpu");
   Value x = cx.tensor(0);
   return {hlo::is_floating(x.dtype()) ? cx.b.unary("stablehlo.round_nearest_even", x) : x};
 }
 V trunc(Context& cx) {
+  refuse_complex(cx, {0}, "trunc is not supported for complex inputs");
   Value x = cx.tensor(0);
   if (!hlo::is_floating(x.dtype())) return {x};
   return {cx.b.mul(cx.b.unary("stablehlo.sign", x), cx.b.unary("stablehlo.floor", cx.b.abs(x)))};
@@ -330,6 +376,7 @@ V reciprocal(Context& cx) {
   return {cx.b.convert(cx.b.div(cx.b.constant(1, x.dtype()), x), out)};
 }
 V relu(Context& cx) {
+  refuse_complex(cx, {0}, kClampComplex);
   Value x = cx.tensor(0);
   if (x.dtype() == DType::Bool) cx.fail("Boolean inputs not supported for relu");
   return {nan_extremum(cx.b, x, scalar_like(cx, 0, x), true)};
@@ -343,6 +390,7 @@ V silu(Context& cx) {
 // 0.5 * erfc(-x / sqrt 2): the textbook 0.5 * (1 + erf(x / sqrt 2)) leaves
 // x * 1e-7 far in the negative tail, where the plugin's erf stops short of -1.
 V gelu(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "GeluKernelImpl");
   auto [x, out] = float_arg(cx, 0);
   auto& b = cx.b;
   auto c = [&](double v) { return scalar_like(cx, v, x); };
@@ -380,18 +428,25 @@ V gelu_backward(Context& cx) {
 }
 
 // grad * (1 - y) * y, in opmath.
+// The complex conjugate of a complex x (ATen's complex backward formulas
+// multiply by the conjugate derivative); a real x is its own.
+Value conj(hlo::Builder& b, Value x) {
+  if (!hlo::is_complex(x.dtype())) return x;
+  return b.complex(b.real(x), b.neg(b.imag(x)));
+}
 V sigmoid_backward(Context& cx) {
   DType t = cx.result_type({0, 1});
   Value g = opmath_arg(cx, 0, t), y = opmath_arg(cx, 1, t);
-  return {cx.b.convert(cx.b.mul(cx.b.mul(g, cx.b.sub(scalar_like(cx, 1, y), y)), y), t)};
+  return {cx.b.convert(cx.b.mul(g, conj(cx.b, cx.b.mul(cx.b.sub(scalar_like(cx, 1, y), y), y))), t)};
 }
 // grad * (1 - y * y), in opmath.
 V tanh_backward(Context& cx) {
   DType t = cx.result_type({0, 1});
   Value g = opmath_arg(cx, 0, t), y = opmath_arg(cx, 1, t);
-  return {cx.b.convert(cx.b.mul(g, cx.b.sub(scalar_like(cx, 1, y), cx.b.mul(y, y))), t)};
+  return {cx.b.convert(cx.b.mul(g, conj(cx.b, cx.b.sub(scalar_like(cx, 1, y), cx.b.mul(y, y)))), t)};
 }
 V threshold_backward(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "threshold_cpu");
   auto [g, x] = promote(cx, 0, 1);
   Value th = cx.as(2, x.dtype());
   return {cx.b.select(cx.b.compare(x, th, "LE"), scalar_like(cx, 0, g), g)};
@@ -463,6 +518,7 @@ FloatArgs float_args(Context& cx, size_t i, size_t j) {
 
 // |a| with the sign bit of s.
 V copysign(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "copysign_cpu");
   DType out = float_type(cx.result_type({0, 1}));
   Value mag = cx.b.abs(cx.as(0, out));
   return {cx.b.select(sign_bit(cx.b, cx.as(1, out)), cx.b.neg(mag), mag)};
@@ -476,16 +532,19 @@ Value nan_ignoring_extremum(hlo::Builder& b, Value x, Value y, bool is_max) {
   return b.select(is_nan(b, x), y, m);
 }
 V fmax(Context& cx) {
+  refuse_complex(cx, {0, 1}, "fmax not implemented for complex tensors.");
   auto [a, b] = promote(cx, 0, 1);
   return {nan_ignoring_extremum(cx.b, a, b, true)};
 }
 V fmin(Context& cx) {
+  refuse_complex(cx, {0, 1}, "fmin not implemented for complex tensors.");
   auto [a, b] = promote(cx, 0, 1);
   return {nan_ignoring_extremum(cx.b, a, b, false)};
 }
 
 // x - trunc(x).
 V frac(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "frac_cpu");
   require_float(cx, 0, "frac");
   auto [x, out] = float_arg(cx, 0);
   return {cx.b.convert(cx.b.sub(x, float_trunc(cx.b, x)), out)};
@@ -530,6 +589,7 @@ V frexp(Context& cx) {
 
 // heaviside(x, values): values where x == 0, else x > 0.
 V heaviside(Context& cx) {
+  refuse_complex(cx, {0, 1}, "heaviside is not yet implemented for complex tensors.");
   Value x = cx.tensor(0), v = cx.tensor(1);
   if (x.dtype() != v.dtype()) cx.fail("heaviside is not yet implemented for tensors with different dtypes");
   auto& b = cx.b;
@@ -581,6 +641,7 @@ V lcm(Context& cx) {
 // sqrt(a^2 + b^2) without overflow: big * sqrt(1 + (small / big)^2); an
 // infinite operand gives inf even with a NaN, as std::hypot does.
 V hypot(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "hypot_cpu");
   require_floating_operands(cx, "hypot");
   auto [x, y, out] = float_args(cx, 0, 1);
   auto& b = cx.b;
@@ -599,6 +660,7 @@ V hypot(Context& cx) {
 // logaddexp(a, b) = max + log1p(exp(-|a - b|)), and a when both are the same
 // infinity; logaddexp2 the same in base 2.
 Value log_add_exp(Context& cx, bool base2) {
+  decline_complex(cx, {0, 1});
   require_floating_operands(cx, base2 ? "logaddexp2" : "logaddexp");
   auto [x, y, out] = float_args(cx, 0, 1);
   auto& b = cx.b;
@@ -619,6 +681,7 @@ V logaddexp2(Context& cx) { return {log_add_exp(cx, true)}; }
 // (in x's own dtype: bfloat16 steps bfloat16 bits). NaN in either gives NaN,
 // x == y gives y, and from zero the step is the smallest subnormal.
 V nextafter(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "nextafter_cpu");
   auto [x, y] = promote(cx, 0, 1);
   if (!hlo::is_floating(x.dtype())) cx.fail("nextafter is only implemented for floating-point tensors");
   auto& b = cx.b;
@@ -636,14 +699,16 @@ V nextafter(Context& cx) {
   return {b.select(b.or_(is_nan(b, x), is_nan(b, y)), b.add(x, y), r)};
 }
 
-V signbit(Context& cx) { return {sign_bit(cx.b, cx.tensor(0))}; }
+V signbit(Context& cx) {
+  refuse_complex(cx, {0}, "signbit is not implemented for complex tensors.");
+  return {sign_bit(cx.b, cx.tensor(0))};
+}
 
 // NaN, +inf and -inf replaced by `nan` (0), `posinf` (the largest finite
 // value) and `neginf` (the lowest); integers pass through.
-V nan_to_num(Context& cx) {
-  Value x = cx.tensor(0);
+// A complex x has its real and imaginary parts replaced alike (as ATen does).
+Value nan_to_num_real(Context& cx, Value x) {
   DType t = x.dtype();
-  if (!hlo::is_floating(t)) return {x};
   auto& b = cx.b;
   Value big = max_finite(b, t);
   Value nan = cx.none(1) ? b.constant(0, t) : cx.as(1, t);
@@ -651,7 +716,14 @@ V nan_to_num(Context& cx) {
   Value neg = cx.none(3) ? b.neg(big) : cx.as(3, t);
   Value r = b.select(b.compare(x, b.constant(INFINITY, t), "EQ"), pos, x);
   r = b.select(b.compare(x, b.constant(-INFINITY, t), "EQ"), neg, r);
-  return {b.select(is_nan(b, x), nan, r)};
+  return b.select(is_nan(b, x), nan, r);
+}
+V nan_to_num(Context& cx) {
+  Value x = cx.tensor(0);
+  if (hlo::is_complex(x.dtype()))
+    return {cx.b.complex(nan_to_num_real(cx, cx.b.real(x)), nan_to_num_real(cx, cx.b.imag(x)))};
+  if (!hlo::is_floating(x.dtype())) return {x};
+  return {nan_to_num_real(cx, x)};
 }
 
 V floor_divide(Context& cx) {
@@ -662,6 +734,7 @@ V floor_divide(Context& cx) {
 // round(x, decimals): nearbyint(x * 10^d) / 10^d, or nearbyint(x / 10^-d) *
 // 10^-d for negative d, in opmath.
 V round_decimals(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "round_cpu");
   Value x0 = cx.tensor(0);
   int64_t d = cx.integer(1);
   if (!hlo::is_floating(x0.dtype())) cx.fail("round with decimals is not implemented for integer tensors");
@@ -727,7 +800,10 @@ Value x_log(Context& cx, std::string_view log_op) {
   Value r = b.select(b.compare(x, zero, "EQ"), zero, b.mul(x, b.unary(log_op, y)));
   return b.convert(b.select(is_nan(b, y), y, r), out);
 }
-V xlogy(Context& cx) { return {x_log(cx, "stablehlo.log")}; }
+V xlogy(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "xlogy_cpu");
+  return {x_log(cx, "stablehlo.log")};
+}
 V special_xlog1py(Context& cx) { return {x_log(cx, "stablehlo.log_plus_one")}; }
 
 // The clamp bounds of logit: eps and 1 - eps, each rounded to the result
@@ -742,6 +818,7 @@ std::pair<Value, Value> logit_bounds(Context& cx, size_t eps_arg, DType out, DTy
 // logit(x, eps) = log(z / (1 - z)), z = x clamped to [eps, 1 - eps] unless
 // eps is None or negative.
 V logit(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "logit_cpu");
   auto [x, out] = float_arg(cx, 0);
   auto& b = cx.b;
   DType m = x.dtype();
@@ -773,6 +850,7 @@ V logit_backward(Context& cx) {
 // isin(elements, test_elements): every element compared with every test
 // element in their common dtype, OR-reduced over the test elements.
 V isin(Context& cx) {
+  if (any_complex(cx, {0, 1})) cx.fail("Unsupported input type encountered for isin(): ComplexFloat");
   DType t = cx.result_type({0, 1});
   auto& b = cx.b;
   Value e = cx.as(0, t), s = cx.as(1, t);
@@ -789,6 +867,7 @@ V isin(Context& cx) {
 // ---- comparison and logic
 
 V compare(Context& cx, std::string_view dir) {
+  if (dir != "EQ" && dir != "NE") refuse_complex_kernel(cx, {0, 1}, std::string(cx.op().substr(6, 2)) + "_cpu");
   auto [a, b] = promote(cx, 0, 1);
   return {cx.b.compare(a, b, dir)};
 }
@@ -822,6 +901,7 @@ V isnan(Context& cx) {
 }
 // isposinf / isneginf: x == +inf / -inf (always false for integers).
 Value equals_infinity(Context& cx, double inf) {
+  refuse_complex(cx, {0}, std::string(inf > 0 ? "isposinf" : "isneginf") + " does not support complex inputs.");
   Value x = cx.tensor(0);
   if (!hlo::is_floating(x.dtype())) return cx.b.full(0, TensorType{DType::Bool, x.dims()});
   return cx.b.compare(x, scalar_like(cx, inf, x), "EQ");
@@ -924,7 +1004,7 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::log10", log10},
       {"aten::exp2", exp2},
       {"aten::atan2", atan2},
-      {"aten::sgn", sign},
+      {"aten::sgn", sgn},
       {"aten::floor", floor},
       {"aten::ceil", ceil},
       {"aten::round", round},

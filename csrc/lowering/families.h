@@ -1,6 +1,9 @@
 // The lowering table is the union of these per-family tables, one file each.
 #pragma once
 
+#include <cmath>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "lowering/context.h"
@@ -33,5 +36,46 @@ std::pair<Value, Value> promote(Context& cx, size_t i, size_t j);
 DType float_type(DType t);
 // Rank-0 constant of x's dtype.
 inline Value scalar_like(Context& cx, double v, const Value& x) { return cx.b.constant(v, x.dtype()); }
+
+// Complex inputs for lowerings written for real dtypes. Whether any of the
+// tensor or scalar arguments `idx` (absent ones skipped) is complex.
+inline bool any_complex(const Context& cx, std::initializer_list<size_t> idx) {
+  for (size_t i : idx) {
+    if (cx.none(i)) continue;
+    auto kind = cx.arg(i).kind;
+    if ((kind == Arg::Kind::Tensor || kind == Arg::Kind::Scalar) && hlo::is_complex(cx.tensor(i).dtype())) return true;
+  }
+  return false;
+}
+// PyTorch refuses complex inputs of this op: raise its message.
+inline void refuse_complex(const Context& cx, std::initializer_list<size_t> idx, const std::string& message) {
+  if (any_complex(cx, idx)) cx.fail(message);
+}
+// PyTorch's "<kernel>" not implemented for 'ComplexFloat' message (its CPU
+// dispatch name for the complex dtype of the arguments `idx`).
+inline void refuse_complex_kernel(const Context& cx, std::initializer_list<size_t> idx, const std::string& kernel) {
+  for (size_t i : idx)
+    if (any_complex(cx, {i}))
+      cx.fail("\"" + kernel + "\" not implemented for '" +
+              (cx.tensor(i).dtype() == DType::C128 ? "ComplexDouble" : "ComplexFloat") + "'");
+}
+// |x| of a complex x as std::abs (hypot) gives it: inf when a part is
+// infinite, else NaN when a part is NaN (the plugin's complex abs misses the
+// NaN); a real x gets stablehlo.abs.
+inline Value abs_value(hlo::Builder& b, Value x) {
+  Value r = b.abs(x);
+  if (!hlo::is_complex(x.dtype())) return r;
+  Value re = b.real(x), im = b.imag(x);
+  DType t = r.dtype();
+  Value inf = b.constant(INFINITY, t);
+  Value any_nan = b.or_(b.compare(re, re, "NE"), b.compare(im, im, "NE"));
+  Value any_inf = b.or_(b.compare(b.abs(re), inf, "EQ"), b.compare(b.abs(im), inf, "EQ"));
+  return b.select(any_inf, inf, b.select(any_nan, b.constant(NAN, t), r));
+}
+// PyTorch computes this op on complex inputs but this lowering has no complex
+// algorithm: the call takes the CPU fallback.
+inline void decline_complex(const Context& cx, std::initializer_list<size_t> idx) {
+  if (any_complex(cx, idx)) cx.not_lowered("complex inputs run on the CPU");
+}
 
 }  // namespace torch_pjrt::lowering

@@ -107,8 +107,9 @@ Value summed(Context& cx, Value x, const Dims& dims, bool keepdim, size_t dtype_
 Value mean_of(Context& cx, Value x, const Dims& dims, bool keepdim, size_t dtype_arg) {
   DType out = cx.none(dtype_arg) ? x.dtype() : cx.dtype(dtype_arg);
   if (!hlo::is_floating(out) && !hlo::is_complex(out))
-    cx.fail("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: " +
-            std::string(hlo::dtype_name(out)));
+    cx.fail(
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: " +
+        std::string(hlo::dtype_name(out)));
   auto& b = cx.b;
   Value acc = b.convert(x, hlo::opmath_type(out));
   Value s = b.reduce(acc, b.constant(0, acc.dtype()), dims, "stablehlo.add");
@@ -199,6 +200,7 @@ V prod_dim(Context& cx) {
 
 // aten::amax / aten::amin(self, int[1] dim=[], bool keepdim)
 V amax_amin(Context& cx, bool is_max) {
+  refuse_complex_kernel(cx, {0}, is_max ? "max_values_cpu" : "min_values_cpu");
   Value x = cx.tensor(0);
   Dims dims = reduce_dims(cx, 1, x.rank());
   check_nonempty_reduction(cx, x, dims, is_max ? "amax" : "amin");
@@ -209,6 +211,7 @@ V amin(Context& cx) { return amax_amin(cx, false); }
 
 // aten::max / aten::min(self): the extremum of every element, rank 0.
 V max_min_all(Context& cx, bool is_max) {
+  refuse_complex_kernel(cx, {0}, is_max ? "max_all" : "min_all");
   Value x = cx.tensor(0);
   if (x.type.numel() == 0)
     cx.fail(std::string(is_max ? "max" : "min") +
@@ -221,6 +224,7 @@ V min_all(Context& cx) { return max_min_all(cx, false); }
 
 // aten::max.dim / aten::min.dim(self, int dim, bool keepdim) -> (values, indices)
 V max_min_dim(Context& cx, bool is_max) {
+  refuse_complex(cx, {0}, std::string(is_max ? "max" : "min") + "(): does not support complex input");
   Value x = cx.tensor(0);
   int64_t d = cx.dim(cx.integer(1), x.rank());
   bool keepdim = cx.flag_or(2, false);
@@ -237,6 +241,7 @@ V min_dim(Context& cx) { return max_min_dim(cx, false); }
 // aten::argmax / aten::argmin(self, int? dim, bool keepdim): with no dim, the
 // index into the flattened tensor (keepdim then gives all-ones dims).
 V arg_extremum(Context& cx, bool is_max) {
+  refuse_complex(cx, {0}, std::string(is_max ? "argmax" : "argmin") + "(): does not support complex input");
   Value x = cx.tensor(0);
   bool keepdim = cx.flag_or(2, false);
   const char* name = is_max ? "argmax" : "argmin";
@@ -270,22 +275,27 @@ struct Moments {
 Moments moments(Context& cx, const char* name) {
   Value x = cx.tensor(0);
   DType out = x.dtype();
-  if (!hlo::is_floating(out))
+  if (!hlo::is_floating(out) && !hlo::is_complex(out))
     cx.fail(std::string(name) + ": std and var only support floating point and complex dtypes, got " +
             std::string(hlo::dtype_name(out)));
   Dims dims = reduce_dims(cx, 1, x.rank());
   bool keepdim = cx.flag_or(3, false);
   auto& b = cx.b;
   DType t = hlo::opmath_type(out);
+  DType rt = hlo::real_type(t);  // a complex variance is real: var(real) + var(imag)
   Value xf = b.convert(x, t);
-  Value n = b.constant(static_cast<double>(count(x.dims(), dims)), t);
-  Value mean = b.div(b.reduce(xf, b.constant(0, t), dims, "stablehlo.add"), n);
+  double count_n = static_cast<double>(count(x.dims(), dims));
+  Value mean = b.div(b.reduce(xf, b.constant(0, t), dims, "stablehlo.add"), b.constant(count_n, t));
   Value centered = b.sub(xf, b.reshape(mean, reduced_shape(x.dims(), dims, true)));
-  Value ss = b.reduce(b.mul(centered, centered), b.constant(0, t), dims, "stablehlo.add");
-  Value correction = cx.none(2) ? b.constant(1, t) : cx.as(2, t);
-  Value denom = b.max(b.sub(n, correction), b.constant(0, t));
+  Value sq = hlo::is_complex(t)
+                 ? b.add(b.mul(b.real(centered), b.real(centered)), b.mul(b.imag(centered), b.imag(centered)))
+                 : b.mul(centered, centered);
+  Value ss = b.reduce(sq, b.constant(0, rt), dims, "stablehlo.add");
+  Value n = b.constant(count_n, rt);
+  Value correction = cx.none(2) ? b.constant(1, rt) : cx.as(2, rt);
+  Value denom = b.max(b.sub(n, correction), b.constant(0, rt));
   Value var = b.div(ss, denom);
-  return {keep(b, b.convert(var, out), x.dims(), dims, keepdim),
+  return {keep(b, b.convert(var, hlo::real_type(out)), x.dims(), dims, keepdim),
           keep(b, b.convert(mean, out), x.dims(), dims, keepdim)};
 }
 
@@ -350,6 +360,7 @@ V all_dim(Context& cx) {
 // infinite max replaced by 0 so that all -inf gives -inf and +inf gives +inf.
 // Integral input gives the default float dtype.
 V logsumexp(Context& cx) {
+  decline_complex(cx, {0});
   Value x = cx.tensor(0);
   Dims dims = reduce_dims(cx, 1, x.rank());
   bool keepdim = cx.flag_or(2, false);
@@ -372,6 +383,10 @@ V logsumexp(Context& cx) {
 // runtime scalar (None means 2): inf -> max|x|, -inf -> min|x|, 0 -> count
 // of non-zeros, 1 -> sum|x|, 2 -> sqrt(sum x^2), else sum(|x|^p)^(1/p).
 Value vector_norm(Context& cx, Value x, size_t p_arg, const Dims& dims, bool keepdim, DType out, const char* name) {
+  if (hlo::is_complex(x.dtype())) {  // the norm of |x|, real (ATen's toRealValueType)
+    x = abs_value(cx.b, cx.b.convert(x, hlo::is_complex(out) ? out : x.dtype()));
+    out = x.dtype();
+  }
   if (!hlo::is_floating(x.dtype()) || !hlo::is_floating(out))
     cx.fail(std::string(name) + ": Expected a floating point or complex tensor as input. Got " +
             std::string(hlo::dtype_name(hlo::is_floating(x.dtype()) ? out : x.dtype())));
@@ -515,6 +530,7 @@ V scan_multi(hlo::Builder& b, const V& xs, int64_t dim, const V& inits, const hl
 // extremum and the index where it was last reached; as on CPU a tie moves
 // the index forward and a NaN wins (the latest NaN).
 V cum_extremum(Context& cx, bool is_max) {
+  refuse_complex_kernel(cx, {0}, is_max ? "cummax_cpu" : "cummin_cpu");
   auto& b = cx.b;
   Value x = cx.tensor(0);
   DType vt = cx.tensor(1).dtype(), it = cx.tensor(2).dtype();
@@ -570,6 +586,7 @@ V logcumsumexp(Context& cx) {
 
 // aten::nansum(self, int[1]? dim, bool keepdim, *, dtype?): NaNs count as 0.
 V nansum(Context& cx) {
+  refuse_complex(cx, {0}, "nansum on CPU does not support complex inputs");
   auto& b = cx.b;
   Value x = cx.tensor(0);
   Value isnan = b.compare(x, x, "NE");
@@ -588,6 +605,7 @@ V count_nonzero(Context& cx) {
 
 // aten::aminmax(self, *, int? dim, bool keepdim) -> (min, max)
 V aminmax(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "aminmax_cpu");
   Value x = cx.tensor(0);
   Dims dims = reduce_dims(cx, 1, x.rank());
   bool keepdim = cx.flag_or(2, false);
