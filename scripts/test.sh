@@ -9,4 +9,6 @@ cmake --build "$build_dir" --target core_tests -j "${MAX_JOBS:-2}"
 (cd "$build_dir" && ctest --output-on-failure)
 
 python3 -m ruff check python tests bench examples
-python3 -m pytest -q tests/python "$@"
+# The OpInfo regression sweep compiles ~650 ops' programs: it runs in a process of its own.
+python3 -m pytest -q tests/python --deselect tests/python/test_op_coverage.py "$@"
+python3 -m pytest -q tests/python/test_op_coverage.py "$@"
