@@ -21,6 +21,23 @@ Slot::~Slot() {
   if (nbytes) Engine::get().track_alloc(device, -nbytes);
 }
 
+Slot::State Slot::state() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return state_;
+}
+
+bool Slot::has_buffer() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return state_.buffer != nullptr;
+}
+
+void Slot::set(State s) {
+  runtime::BufferPtr old;  // released after the lock: destroying a buffer calls into PJRT
+  std::lock_guard<std::mutex> g(mu_);
+  old = std::move(state_.buffer);
+  state_ = std::move(s);
+}
+
 // ---------------------------------------------------------------- cache entry
 
 struct Engine::Entry {
@@ -39,7 +56,7 @@ struct Engine::Entry {
   std::vector<DType> slot_dtypes;  // element type each distinct slot is read/written as
   std::vector<OutputSink> outputs;
   std::vector<TensorType> fresh_types;
-  std::vector<std::string> check_messages;
+  std::vector<lowering::Check> checks;  // `failed` unused: the message and kind of each check output
 };
 
 namespace {
@@ -101,11 +118,6 @@ std::string shape_str(const hlo::Dims& d) {
   return s + "]";
 }
 
-std::string capitalized_name(DType t) {  // "Float", "Long": as torch prints dtypes in messages
-  static const char* names[] = {"Bool", "Byte",     "Char",  "Short",  "Int",    "Long",
-                                "Half", "BFloat16", "Float", "Double", "UInt32", "UInt64"};
-  return names[static_cast<int>(t)];
-}
 
 }  // namespace
 
@@ -115,7 +127,7 @@ namespace {
 std::mutex g_init_mu;
 std::string g_plugin_path;
 std::string g_load_error;
-Engine* g_engine = nullptr;
+std::atomic<Engine*> g_engine{nullptr};
 }  // namespace
 
 Engine::Engine(std::unique_ptr<runtime::Client> client) : client_(std::move(client)) {}
@@ -128,9 +140,9 @@ void Engine::configure(const std::string& plugin_path) {
 const std::string& Engine::plugin_path() { return g_plugin_path; }
 
 Engine& Engine::get() {
-  if (g_engine) return *g_engine;
+  if (Engine* e = g_engine.load(std::memory_order_acquire)) return *e;
   std::lock_guard<std::mutex> g(g_init_mu);
-  if (g_engine) return *g_engine;
+  if (Engine* e = g_engine.load()) return *e;
   if (!g_load_error.empty()) throw runtime::Error(-1, g_load_error);
   if (g_plugin_path.empty()) {
     g_load_error = "no PJRT plugin was configured (import torch_pjrt to choose one)";
@@ -138,12 +150,12 @@ Engine& Engine::get() {
   }
   try {
     auto client = std::make_unique<runtime::Client>(runtime::Plugin::load(g_plugin_path));
-    g_engine = new Engine(std::move(client));  // lives for the process: storages may outlive any scope
+    g_engine.store(new Engine(std::move(client)));  // lives for the process: storages may outlive any scope
   } catch (const std::exception& e) {
     g_load_error = e.what();
     throw;
   }
-  return *g_engine;
+  return *g_engine.load();
 }
 
 bool Engine::available() {
@@ -321,8 +333,8 @@ std::unique_ptr<Engine::Entry> Engine::build(const OpCall& call) {
     }
     const ViewSpec& view = target->view;
     if (!hlo::can_cast(v.dtype(), view.dtype))
-      throw lowering::LoweringError(call.op->name + ": result type " + capitalized_name(v.dtype()) +
-                                    " can't be cast to the desired output type " + capitalized_name(view.dtype));
+      throw lowering::LoweringError(call.op->name + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
+                                    " can't be cast to the desired output type " + std::string(hlo::scalar_type_name(view.dtype)));
     if (v.dims() != view.sizes)
       throw lowering::LoweringError(call.op->name + ": output with shape " + shape_str(view.sizes) +
                                     " doesn't match the broadcast shape " + shape_str(v.dims()));
@@ -338,8 +350,8 @@ std::unique_ptr<Engine::Entry> Engine::build(const OpCall& call) {
     outs.push_back(flat[s]);
   }
   for (const auto& c : cx.checks()) {
-    entry->outputs.push_back({Entry::Output::Check, static_cast<int>(entry->check_messages.size())});
-    entry->check_messages.push_back(c.message);
+    entry->outputs.push_back({Entry::Output::Check, static_cast<int>(entry->checks.size())});
+    entry->checks.push_back({Value{}, c.message, c.kind});
     outs.push_back(c.failed);
   }
   b.set_results(outs);
@@ -405,9 +417,7 @@ CallResult Engine::run(const OpCall& call) {
   keep.reserve(entry->params.size());
   for (const auto& p : entry->params) {
     if (p.kind == Entry::Param::Slot) {
-      Slot& s = *slots[p.index];
-      ensure_buffer(s, entry->slot_dtypes[p.index]);
-      keep.push_back(s.buffer);
+      keep.push_back(ensure_buffer(*slots[p.index], entry->slot_dtypes[p.index]));
     } else if (p.kind == Entry::Param::Scalar) {
       keep.push_back(scalar_buffer(call.args[p.index], call.device));
     } else {
@@ -440,18 +450,16 @@ CallResult Engine::run(const OpCall& call) {
 
   CallResult result;
   result.types = entry->fresh_types;
-  std::vector<std::pair<runtime::BufferPtr, std::string>> checks;
+  std::vector<PendingCheck> checks;
   for (size_t i = 0; i < outs.size(); ++i) {
     const auto& sink = entry->outputs[i];
     if (sink.kind == Entry::Output::Fresh) {
       result.buffers.push_back(outs[i]);
     } else if (sink.kind == Entry::Output::SlotWrite) {
-      Slot& s = *slots[sink.index];
-      s.buffer = outs[i];
-      s.dtype = entry->slot_dtypes[sink.index];
-      s.producer = call.op->name.c_str();
+      slots[sink.index]->set({outs[i], entry->slot_dtypes[sink.index], call.op->name.c_str()});
     } else {
-      checks.emplace_back(outs[i], entry->check_messages[sink.index]);
+      const lowering::Check& c = entry->checks[sink.index];
+      checks.push_back({outs[i], c.message, c.kind});
     }
   }
 
@@ -463,10 +471,10 @@ CallResult Engine::run(const OpCall& call) {
         throw runtime::Error(e.code(), call.op->name + ": " + e.what());
       }
     }
-    for (const auto& [buf, msg] : checks) {
+    for (const PendingCheck& c : checks) {
       bool bad = false;
-      buf->to_host(&bad, 1);
-      if (bad) throw IndexError(call.op->name + ": " + msg);
+      c.failed->to_host(&bad, 1);
+      if (bad) throw CheckError(call.op->name + ": " + c.message, c.kind);
     }
   } else if (!checks.empty()) {
     std::lock_guard<std::mutex> g(mu_);
@@ -495,29 +503,30 @@ void Engine::await_in_flight(size_t keep) {
 
 void Engine::sync() {
   await_in_flight(0);
-  std::vector<std::pair<runtime::BufferPtr, std::string>> checks;
+  std::vector<PendingCheck> checks;
   {
     std::lock_guard<std::mutex> g(mu_);
     checks.swap(pending_checks_);
     metrics_.syncs++;
   }
-  for (const auto& [buf, msg] : checks) {
+  for (const PendingCheck& c : checks) {
     bool bad = false;
-    buf->to_host(&bad, 1);
-    if (bad) throw IndexError(msg);
+    c.failed->to_host(&bad, 1);
+    if (bad) throw CheckError(c.message, c.kind);
   }
 }
 
 void Engine::download(Slot& slot, void* dst) {
   sync();
-  if (!slot.buffer) {
+  Slot::State st = slot.state();
+  if (!st.buffer) {
     std::memset(dst, 0, slot.nbytes);
     return;
   }
   try {
-    slot.buffer->to_host(dst, slot.nbytes);
+    st.buffer->to_host(dst, slot.nbytes);
   } catch (const runtime::Error& e) {
-    std::string op = slot.producer ? slot.producer : "a device program";
+    std::string op = st.producer ? st.producer : "a device program";
     throw runtime::Error(e.code(), op + " failed (reported at this sync point): " + e.what());
   }
 }
@@ -533,17 +542,19 @@ void Engine::read_result(const runtime::BufferPtr& buffer, void* dst, size_t nby
 
 void Engine::upload(Slot& slot, const void* src, DType dtype) {
   int64_t n = slot.nbytes / hlo::byte_size(dtype);
-  slot.buffer = client_->from_host(src, dtype, {n}, slot.device);
-  slot.dtype = dtype;
-  slot.producer = nullptr;
+  slot.set({client_->from_host(src, dtype, {n}, slot.device), dtype, nullptr});
 }
 
-void Engine::ensure_buffer(Slot& slot, DType dtype) {
-  if (slot.buffer && slot.dtype == dtype) return;
+void Engine::adopt(Slot& slot, runtime::BufferPtr buffer, DType dtype) { slot.set({std::move(buffer), dtype, nullptr}); }
+
+runtime::BufferPtr Engine::ensure_buffer(Slot& slot, DType dtype) {
+  Slot::State st = slot.state();
+  if (st.buffer && st.dtype == dtype) return st.buffer;
   // One spare byte so an empty storage still has a valid host pointer.
   std::vector<uint8_t> host(slot.nbytes + 1, 0);
-  if (slot.buffer && slot.nbytes > 0) download(slot, host.data());
+  if (st.buffer && slot.nbytes > 0) download(slot, host.data());
   upload(slot, host.data(), dtype);
+  return slot.state().buffer;
 }
 
 Metrics Engine::metrics() {

@@ -8,10 +8,15 @@
 // table, compiles it once and remembers it. Runtime values (Python scalars,
 // RNG seeds and offsets) are always program parameters, never part of a key.
 //
-// Thread-safety: all public methods may be called from any thread (torch's
-// autograd runs backward on its own thread). The cache and metrics are
-// guarded by one mutex; slots are owned by torch storages, which torch
-// already serialises.
+// Thread-safety: all public methods may be called from any thread at once
+// (torch's autograd runs backward on its own device thread, and users run
+// ops from several Python threads). The cache, scalar cache, in-flight
+// queue, pending checks and metrics are guarded by one mutex, `mu_`; each
+// slot guards its own state (see Slot). A slot's mutex is never held while
+// `mu_` is taken, nor the other way round, and no lock is held while the
+// host waits for a device program. Torch does not serialise storages: two
+// threads writing one storage race as on CPU (the last write wins), but the
+// process never sees a torn buffer.
 #pragma once
 
 #include <atomic>
@@ -34,16 +39,37 @@ using hlo::DType;
 
 // The device memory behind one torch storage. Owned by the storage's DataPtr
 // (created by the allocator, deleted with the storage).
-struct Slot {
+//
+// Thread-safety: `device` and `nbytes` never change. The buffer, its dtype
+// and its producer are read and replaced together under the slot's own
+// mutex, so a thread that reads a storage while another writes it sees
+// either the old or the new buffer, never a torn one. Only the engine
+// replaces a slot's buffer (Engine::run, upload, adopt).
+class Slot {
+ public:
   Slot(int device, int64_t nbytes);
   ~Slot();
   Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+  struct State {
+    runtime::BufferPtr buffer;       // flat 1-D, nbytes / byte_size(dtype) elements; null until written
+    DType dtype = DType::U8;         // element type of `buffer`
+    const char* producer = nullptr;  // ATen name of the op that wrote `buffer` last (for async errors)
+  };
+  // A consistent copy of the current state (the buffer is shared, not copied).
+  State state() const;
+  bool has_buffer() const;
 
   const int device;
-  int64_t nbytes;
-  DType dtype = DType::U8;         // element type of `buffer`
-  runtime::BufferPtr buffer;       // flat 1-D, nbytes / byte_size(dtype) elements; null until written
-  const char* producer = nullptr;  // ATen name of the op that wrote `buffer` last (for async errors)
+  const int64_t nbytes;
+
+ private:
+  friend class Engine;
+  void set(State s);
+
+  mutable std::mutex mu_;
+  State state_;
 };
 
 // The eager modes. Fused is accepted by the API but not implemented yet.
@@ -108,9 +134,11 @@ struct Metrics {
   std::map<std::string, int64_t> op_calls;  // lowered ops run, by ATen name
 };
 
-// Raised for an out-of-range index found by a program's runtime check.
-struct IndexError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// Raised for a failed runtime check of a program (an out-of-range index, an
+// integer division by zero); `kind` is the Python class it becomes.
+struct CheckError : std::runtime_error {
+  CheckError(const std::string& what, lowering::ErrorKind kind) : std::runtime_error(what), kind(kind) {}
+  lowering::ErrorKind kind;
 };
 
 class Engine {
@@ -148,8 +176,11 @@ class Engine {
   // Replaces a slot's buffer with host data of `dtype` (flat).
   void upload(Slot& slot, const void* src, DType dtype);
   // Makes sure a slot holds a buffer of `dtype` (zero-filled if never
-  // written, re-interpreted through the host if written with another dtype).
-  void ensure_buffer(Slot& slot, DType dtype);
+  // written, re-interpreted through the host if written with another dtype)
+  // and returns it.
+  runtime::BufferPtr ensure_buffer(Slot& slot, DType dtype);
+  // Gives a fresh slot the result buffer of a program (a new tensor's data).
+  void adopt(Slot& slot, runtime::BufferPtr buffer, DType dtype);
 
   Mode mode() const { return mode_.load(); }
   void set_mode(Mode m) { mode_.store(m); }
@@ -196,7 +227,12 @@ class Engine {
     size_t operator()(const ScalarKey& k) const { return std::hash<uint64_t>()(k.bits * 31 + k.kind); }
   };
   std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;
-  std::vector<std::pair<runtime::BufferPtr, std::string>> pending_checks_;
+  struct PendingCheck {
+    runtime::BufferPtr failed;
+    std::string message;
+    lowering::ErrorKind kind;
+  };
+  std::vector<PendingCheck> pending_checks_;
   // Completion of programs enqueued since the last sync (with the op name for
   // errors). Bounded: past kMaxInFlight the oldest half is awaited.
   std::deque<std::pair<runtime::Event, const char*>> in_flight_;

@@ -36,6 +36,9 @@ enum class Category : uint8_t { Bool = 0, Integral = 1, Floating = 2, Complex = 
 std::string_view mlir_name(DType t);
 // Short stable name used in error messages and metrics, e.g. "float32".
 std::string_view dtype_name(DType t);
+// torch's ScalarType name, as CPU PyTorch prints dtypes in messages, e.g.
+// "Float", "Long", "ComplexFloat".
+std::string_view scalar_type_name(DType t);
 int64_t byte_size(DType t);
 Category category(DType t);
 inline bool is_floating(DType t) { return category(t) == Category::Floating; }

@@ -2,7 +2,7 @@
 
 namespace torch_pjrt::lowering {
 
-void Context::fail(const std::string& why) const { throw LoweringError(op_ + ": " + why); }
+void Context::fail(const std::string& why, ErrorKind kind) const { throw LoweringError(op_ + ": " + why, kind); }
 void Context::not_lowered(const std::string& why) const { throw NotLowered(op_ + ": " + why); }
 
 const Arg& Context::arg(size_t i) const {

@@ -42,10 +42,16 @@ struct Arg {
   static Arg rng(Value state) { return Arg{Kind::Rng, state, {}, 0, {}, {}}; }
 };
 
+// The Python exception class an error becomes, chosen to match what CPU
+// PyTorch raises for the same input. The glue maps it in one place.
+enum class ErrorKind : uint8_t { Runtime, Index, Value, Type, NotImplemented, ZeroDivision };
+
 // Raised for arguments a lowering cannot take; the glue turns it into a
-// Python error naming the op.
+// Python error of `kind` naming the op.
 struct LoweringError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit LoweringError(const std::string& what, ErrorKind kind = ErrorKind::Runtime)
+      : std::runtime_error(what), kind(kind) {}
+  ErrorKind kind;
 };
 
 // Raised for inputs PyTorch accepts but a lowering has no native algorithm
@@ -56,12 +62,13 @@ struct NotLowered : LoweringError {
 };
 
 // A runtime check a program makes about its inputs (for example an index out
-// of range). `failed` is a rank-0 i1 that is true when the input was bad.
-// The engine reads it at the next sync point (or at once in debug mode) and
-// raises `message` as an IndexError.
+// of range, or an integer division by zero). `failed` is a rank-0 i1 that is
+// true when the input was bad. The engine reads it at the next sync point (or
+// at once in debug mode) and raises `message` as an error of `kind`.
 struct Check {
   Value failed;
   std::string message;
+  ErrorKind kind = ErrorKind::Index;
 };
 
 class Context {
@@ -96,10 +103,13 @@ class Context {
   int64_t dim(int64_t d, int64_t rank) const;
   Dims dims(const std::vector<int64_t>& ds, int64_t rank) const;
 
-  void check(Value failed, std::string message) { checks_.push_back({failed, std::move(message)}); }
+  void check(Value failed, std::string message, ErrorKind kind = ErrorKind::Index) {
+    checks_.push_back({failed, std::move(message), kind});
+  }
   const std::vector<Check>& checks() const { return checks_; }
 
-  [[noreturn]] void fail(const std::string& why) const;
+  // Throws LoweringError("<op>: why") of `kind`.
+  [[noreturn]] void fail(const std::string& why, ErrorKind kind = ErrorKind::Runtime) const;
   // Throws NotLowered: this call takes the CPU fallback.
   [[noreturn]] void not_lowered(const std::string& why) const;
 

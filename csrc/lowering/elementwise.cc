@@ -117,12 +117,25 @@ Value float_floor_div(hlo::Builder& b, Value a, Value d) {
   return b.select(b.compare(d, zero, "EQ"), q, fl);
 }
 
+// CPU raises ZeroDivisionError for an integer division or remainder by
+// zero: the program checks the divisor (raised at the next sync point).
+void check_divisor(Context& cx, Value d) {
+  if (hlo::is_floating(d.dtype()) || hlo::is_complex(d.dtype())) return;
+  auto& b = cx.b;
+  Value zero = b.compare(d, b.constant(0, d.dtype()), "EQ");
+  Dims all;
+  for (int64_t i = 0; i < zero.rank(); ++i) all.push_back(i);
+  if (!all.empty()) zero = b.reduce(zero, b.constant(0, DType::Bool), all, "stablehlo.or");
+  cx.check(zero, "ZeroDivisionError", lowering::ErrorKind::ZeroDivision);
+}
+
 Value divide(Context& cx, const std::string& mode) {
   if (!mode.empty()) refuse_complex_kernel(cx, {0, 1}, "div_" + mode + "_cpu");
   DType t = cx.result_type({0, 1});
   if (mode.empty()) t = float_type(t);
   if (!hlo::is_floating(t)) {
     Value a = cx.as(0, t), b = cx.as(1, t);
+    check_divisor(cx, b);
     if (mode == "floor") return int_floor_div(cx.b, a, b);
     return cx.b.div(a, b);  // trunc
   }
@@ -138,6 +151,7 @@ V remainder_tensor(Context& cx) {
   refuse_complex_kernel(cx, {0, 1}, "remainder_cpu");
   DType t = cx.result_type({0, 1});
   Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
+  check_divisor(cx, b);
   Value r = cx.b.binary("stablehlo.remainder", a, b);
   Value zero = cx.b.constant(0, a.dtype());
   Value fix = cx.b.and_(cx.b.compare(r, zero, "NE"),
@@ -147,6 +161,7 @@ V remainder_tensor(Context& cx) {
 V fmod_tensor(Context& cx) {
   refuse_complex_kernel(cx, {0, 1}, "fmod_cpu");
   auto [a, b] = promote(cx, 0, 1);
+  check_divisor(cx, b);
   return {cx.b.binary("stablehlo.remainder", a, b)};
 }
 

@@ -47,6 +47,9 @@ auto translate_errors(const std::string& op, Fn&& fn) -> decltype(fn());
 // Set by the python module: "file.py:LINE" of the innermost Python frame, for
 // debug-mode messages. Returns "" when unknown.
 extern std::string (*python_location)();
+// Set by the python module: torch_pjrt.ZeroDivisionError, the class an
+// integer division by zero raises.
+extern struct _object* zero_division_error;  // a PyObject*
 
 template <typename Fn>
 auto translate_errors(const std::string& op, Fn&& fn) -> decltype(fn()) {

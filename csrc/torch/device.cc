@@ -6,8 +6,10 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/Exceptions.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
 #include "torch/common.h"
@@ -70,6 +72,43 @@ engine::ViewSpec view_of(const at::Tensor& t) {
 // ---------------------------------------------------------------- errors
 
 std::string (*python_location)() = nullptr;
+struct _object* zero_division_error = nullptr;
+
+namespace {
+
+// CPU raises RuntimeError("ZeroDivisionError") for an integer division by
+// zero; the tpu error is a subclass of both RuntimeError and Python's
+// ZeroDivisionError, so either `except` catches it.
+[[noreturn]] void raise_zero_division(const std::string& msg) {
+  TORCH_CHECK(zero_division_error, msg);
+  pybind11::gil_scoped_acquire gil;
+  PyErr_SetString(zero_division_error, msg.c_str());
+  python_error e;
+  e.persist();
+  throw e;
+}
+
+// The one place an error kind becomes a torch (and so Python) exception.
+[[noreturn]] void raise_kind(lowering::ErrorKind kind, const std::string& msg) {
+  using K = lowering::ErrorKind;
+  switch (kind) {
+    case K::Index:
+      TORCH_CHECK_INDEX(false, msg);
+    case K::Value:
+      TORCH_CHECK_VALUE(false, msg);
+    case K::Type:
+      TORCH_CHECK_TYPE(false, msg);
+    case K::NotImplemented:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    case K::ZeroDivision:
+      raise_zero_division(msg);
+    case K::Runtime:
+      break;
+  }
+  TORCH_CHECK(false, msg);
+}
+
+}  // namespace
 
 void rethrow_as_torch(const std::string& op) {
   std::string where;
@@ -79,15 +118,17 @@ void rethrow_as_torch(const std::string& op) {
   }
   try {
     throw;
-  } catch (const engine::IndexError& e) {
-    TORCH_CHECK_INDEX(false, e.what(), where);
+  } catch (const python_error&) {
+    throw;
+  } catch (const engine::CheckError& e) {
+    raise_kind(e.kind, e.what() + where);
   } catch (const std::out_of_range& e) {
     TORCH_CHECK_INDEX(false, e.what(), where);
   } catch (const runtime::Error& e) {
     if (e.out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what(), where);
     TORCH_CHECK(false, e.what(), where);
   } catch (const lowering::LoweringError& e) {
-    TORCH_CHECK(false, e.what(), where);
+    raise_kind(e.kind, e.what() + where);
   } catch (const std::bad_alloc& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", op, where);
   } catch (const hlo::BuildError& e) {
@@ -173,11 +214,7 @@ at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIn
   at::Tensor t = at::detail::empty_generic(sizes, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            dtype, std::nullopt);
   t_device = saved;
-  if (buffer) {
-    Slot* s = slot_of(t);
-    s->buffer = std::move(buffer);
-    s->dtype = to_hlo(dtype);
-  }
+  if (buffer) Engine::get().adopt(*slot_of(t), std::move(buffer), to_hlo(dtype));
   return t;
 }
 
@@ -234,17 +271,24 @@ struct TpuGenerator final : public c10::GeneratorImpl {
   }
   void set_offset(uint64_t offset) override { offset_ = offset; }
   uint64_t get_offset() const override { return offset_; }
+  // The state is a CPU byte tensor, as for CPU and CUDA generators.
   void set_state(const c10::TensorImpl& state) override {
-    TORCH_CHECK(state.numel() == 16 && state.dtype().itemsize() == 1, "tpu RNG state must be a 16-byte uint8 tensor");
-    const auto* p = static_cast<const uint64_t*>(state.data());
+    TORCH_CHECK_TYPE(state.layout() == c10::kStrided && state.device().is_cpu() && state.dtype() == at::kByte,
+                     "RNG state must be a torch.ByteTensor");
+    TORCH_CHECK(state.numel() == 16, "tpu RNG state must be a 16-byte uint8 tensor");
+    TORCH_CHECK(state.has_storage() && state.storage().data(), "RNG state has no data (a fake or meta tensor)");
+    uint64_t p[2];
+    std::memcpy(p, state.data(), sizeof p);
     seed_ = p[0];
     offset_ = p[1];
   }
+  // Allocated directly on the CPU, below the dispatcher: under a
+  // FakeTensorMode (tracing, export, checkpointing) an at::empty would be a
+  // fake tensor with no memory to write.
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
-    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kByte));
-    auto* p = static_cast<uint64_t*>(t.data_ptr());
-    p[0] = seed_;
-    p[1] = offset_;
+    at::Tensor t = at::detail::empty_cpu({16}, at::kByte, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    uint64_t p[2] = {seed_, offset_};
+    std::memcpy(t.data_ptr(), p, sizeof p);
     return t.getIntrusivePtr();
   }
   TpuGenerator* clone_impl() const override {

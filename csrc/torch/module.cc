@@ -52,6 +52,11 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_pjrt::glue;
   namespace py = pybind11;
   python_location = &innermost_python_line;
+  {
+    py::tuple bases = py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ZeroDivisionError));
+    zero_division_error = PyErr_NewException("torch_pjrt.ZeroDivisionError", bases.ptr(), nullptr);
+    m.attr("ZeroDivisionError") = py::handle(zero_division_error);
+  }
 
   m.attr("TORCH_VERSION") = TORCH_PJRT_TORCH_VERSION;
   m.def("_configure", [](const std::string& path) { Engine::configure(path); });

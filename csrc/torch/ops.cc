@@ -2,6 +2,7 @@
 // functional, in-place and out= variants alike); storage, view and copy ops
 // get small explicit kernels; everything else takes the CPU fallback.
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -333,6 +334,16 @@ const std::set<std::string> kContiguityFlag = {"aten::_linalg_det", "aten::_lina
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Ops whose CPU kernels accept a written tensor with internal overlap (an
+// expanded tensor): fills write one value to every element, reductions into
+// out= skip the check, index_put_ only warns.
+const std::set<std::string> kOverlapAllowed = {
+    "aten::fill.Scalar",        "aten::fill.Tensor",        "aten::zero", "aten::masked_fill.Scalar",
+    "aten::masked_fill.Tensor", "aten::index_fill.int_Scalar", "aten::index_fill.int_Tensor", "aten::tril",
+    "aten::triu",               "aten::index_put",          "aten::_index_put_impl", "aten::sum.dim_IntList",
+    "aten::mean.dim",           "aten::prod.dim_int",       "aten::amax", "aten::amin",
+};
+
 class LoweredKernel final : public c10::OperatorKernel {
  public:
   LoweredKernel(std::string functional_name, lowering::LowerFn fn, Variant variant, const c10::FunctionSchema& schema)
@@ -362,6 +373,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     auto unmarked = kUnmarkedWrites.find(def_.name);
     if (unmarked != kUnmarkedWrites.end() && variant != Variant::InPlace) written_ = unmarked->second;
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;
+    check_overlap_ = kOverlapAllowed.count(def_.name) == 0;
     contiguity_flag_ = kContiguityFlag.count(def_.name) > 0;
     auto sizer = kSizeOut.find(def_.name);
     if (sizer != kSizeOut.end()) size_out_ = sizer->second;
@@ -488,6 +500,16 @@ class LoweredKernel final : public c10::OperatorKernel {
     std::vector<at::Tensor> outs;
     if (variant_ == Variant::Out)
       for (size_t k = 0; k < num_out_; ++k) outs.push_back(args[types_.size() + k].toTensor());
+    // CPU's rule for the tensors an op writes: no two elements share memory.
+    if (check_overlap_) {
+      for (const at::Tensor& t : outs) at::assert_no_internal_overlap(t);
+      if (variant_ == Variant::InPlace)
+        for (size_t i : written_) {
+          if (args[i].isTensor()) at::assert_no_internal_overlap(args[i].toTensor());
+          else
+            for (const at::Tensor& t : args[i].toTensorList().vec()) at::assert_no_internal_overlap(t);
+        }
+    }
     // In-place: every written argument (a tensor or each tensor of a list)
     // receives the functional op's results, in order.
     c10::IValue self;
@@ -591,6 +613,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::vector<size_t> written_;  // InPlace: positions of the arguments the op writes
   std::once_flag registered_;    // counted in metrics from its first call
   bool implicit_rng_ = false;
+  bool check_overlap_ = true;     // not kOverlapAllowed
   bool contiguity_flag_ = false;  // kContiguityFlag
   void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
   bool returns_bool_ = false;                     // a Python bool (aten::equal)
@@ -685,13 +708,13 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::op
   if (numel > 0 && needed > static_cast<int64_t>(storage.nbytes())) {
     Slot* old = slot_of(self);
     std::vector<uint8_t> bytes(needed, 0);
-    if (old && old->buffer) Engine::get().download(*old, bytes.data());
+    if (old && old->has_buffer()) Engine::get().download(*old, bytes.data());
     c10::DeviceIndex saved = current_device();
     set_current_device(self.device().index());
     c10::DataPtr fresh = tpu_allocator()->allocate(needed);
     set_current_device(saved);
     Slot* slot = static_cast<Slot*>(fresh.get_context());
-    if (old && old->buffer) {
+    if (old && old->has_buffer()) {
       hlo::DType t = to_hlo(self.scalar_type());
       if (needed % hlo::byte_size(t) != 0) t = hlo::DType::U8;
       Engine::get().upload(*slot, bytes.data(), t);
@@ -717,6 +740,19 @@ at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
   return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+// May `self` take `from`'s data by `self.data = from`? TensorImpl's own rule
+// knows only the built-in dense backends, so CPU <-> tpu would be "no" and
+// nn.Module.to("tpu") would make new Parameters, untying shared weights.
+// Dense CPU and dense tpu tensors are compatible, as CPU and CUDA are.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    c10::DispatchKeySet ks = t.key_set();
+    return ks.has(c10::DispatchKey::Dense) && t.layout() == at::kStrided &&
+           (ks.has_backend(c10::BackendComponent::CPUBit) || ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+  };
+  return (dense(self) && dense(from)) || self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
 const engine::OpDef& op_def(const char* name) {
@@ -836,6 +872,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 // written, so the Conjugate/Negative fallbacks would hand it a clone and the
 // write would be lost.
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (!self.is_same(src)) at::assert_no_internal_overlap(self);  // as CPU's copy kernel
   if (!self.is_conj() && !self.is_neg()) return at::native::copy_(self, src, non_blocking);
   at::Tensor raw = self, from = src;
   if (self.is_conj()) raw = raw.conj(), from = from.conj();
@@ -975,6 +1012,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("_fused_sdp_choice", fused_sdp_choice);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

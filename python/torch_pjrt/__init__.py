@@ -30,10 +30,16 @@ _C._register_ops()
 
 from . import device as _device_module  # noqa: E402
 
+# Raised for an integer division or remainder by zero. CPU raises a
+# RuntimeError whose message is "ZeroDivisionError"; this class derives from
+# both RuntimeError and Python's ZeroDivisionError.
+ZeroDivisionError = _C.ZeroDivisionError  # noqa: A001
+
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 
 __all__ = [
+    "ZeroDivisionError",
     "eager_mode",
     "get_eager_mode",
     "metrics",

@@ -34,6 +34,8 @@ def _index(device) -> int:
     if isinstance(device, int):
         return device
     d = torch.device(device)
+    if d.type != "tpu":
+        raise ValueError(f"Expected a tpu device, but got: {d}")
     return current_device() if d.index is None else d.index
 
 

@@ -1,0 +1,233 @@
+"""Inputs that used to crash the process or return silently wrong results.
+
+Each case is compared with CPU PyTorch: where CPU raises, tpu raises the same
+exception class, and the next op works; where CPU returns, tpu matches.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_pjrt
+
+TPU = "tpu"
+
+
+def _next_op_works():
+    x = torch.arange(4.0, device=TPU)
+    assert (x + 1).sum().item() == 10.0
+
+
+def _cpu_error(fn):
+    try:
+        fn("cpu")
+    except Exception as e:  # noqa: BLE001 - the class is what is compared
+        return type(e)
+    return None
+
+
+def _same_error_as_cpu(fn):
+    expected = _cpu_error(fn)
+    assert expected is not None, "CPU accepted the input"
+    with pytest.raises(expected):
+        fn(TPU)
+        torch.tpu.synchronize()
+    _next_op_works()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.ones(3, device=d).mul_(1j),
+        lambda d: torch.ones(3, device=d).add_(torch.ones(3, dtype=torch.complex64, device=d)),
+        lambda d: torch.ones(3, device=d).add_(torch.ones(3, dtype=torch.complex128, device=d)),
+        lambda d: torch.ones(3, dtype=torch.int64, device=d).add_(torch.ones(3, device=d)),
+        lambda d: torch.ones(3, dtype=torch.bool, device=d).add_(2),
+    ],
+    ids=["mul_complex_scalar", "add_complex64", "add_complex128", "long_add_float", "bool_add_int"],
+)
+def test_in_place_casts_raise(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.tensor([1, 2], device=d) // torch.tensor([0, 1], device=d),
+        lambda d: torch.tensor([1, 2], device=d) % torch.tensor([0, 1], device=d),
+        lambda d: torch.fmod(torch.tensor([1, 2], device=d), 0),
+        lambda d: torch.tensor([7], device=d).div(torch.tensor([0], device=d), rounding_mode="trunc"),
+        lambda d: torch.tensor(5, dtype=torch.uint8, device=d) // 0,
+        lambda d: torch.tensor([[3, 4]], dtype=torch.int32, device=d).remainder_(torch.tensor([2, 0], device=d)),
+    ],
+    ids=["floor_divide", "remainder", "fmod_scalar", "div_trunc", "uint8_scalar", "remainder_"],
+)
+def test_integer_division_by_zero(case, mode):
+    assert _cpu_error(case) is RuntimeError  # CPU: RuntimeError("ZeroDivisionError")
+    with torch_pjrt.eager_mode(mode):
+        with pytest.raises(ZeroDivisionError) as info:
+            case(TPU).cpu()
+    assert isinstance(info.value, RuntimeError)
+    assert "ZeroDivisionError" in str(info.value)
+    _next_op_works()
+
+
+def test_integer_division_without_zero_matches_cpu():
+    a, b = torch.tensor([7, -7, 5, -5]), torch.tensor([2, 2, -3, -3])
+    for op in (torch.floor_divide, torch.remainder, torch.fmod):
+        torch.testing.assert_close(op(a.to(TPU), b.to(TPU)).cpu(), op(a, b))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.zeros(1, device=d).expand(1000).add_(1),
+        lambda d: torch.zeros(3, device=d)[None].expand(2, 3).mul_(2),
+        lambda d: torch.exp(torch.ones(3, device=d), out=torch.zeros(1, device=d).expand(3)),
+        lambda d: torch.zeros(1, device=d).expand(3).copy_(torch.ones(3, device=d)),
+        lambda d: torch.zeros(1, device=d).expand(3).uniform_(),
+    ],
+    ids=["add_", "mul_2d", "exp_out", "copy_", "uniform_"],
+)
+def test_internal_overlap_raises(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.zeros(1, device=d).expand(3).fill_(2),
+        lambda d: torch.zeros(1, device=d).expand(3).zero_(),
+        lambda d: torch.zeros(1, device=d).expand(3).masked_fill_(torch.tensor([True, False, True], device=d), 1.0),
+    ],
+    ids=["fill_", "zero_", "masked_fill_"],
+)
+def test_overlapping_fills_are_allowed_as_on_cpu(case):
+    assert _cpu_error(case) is None
+    torch.testing.assert_close(case(TPU).cpu(), case("cpu"))
+
+
+def test_rng_state_on_the_device_raises_type_error():
+    with pytest.raises(TypeError, match="ByteTensor"):
+        torch.tpu.set_rng_state(torch.tpu.get_rng_state().to(TPU))
+    g = torch.Generator(TPU)
+    with pytest.raises(TypeError, match="ByteTensor"):
+        g.set_state(g.get_state().to(TPU))
+    with pytest.raises(TypeError, match="ByteTensor"):
+        g.set_state(torch.zeros(16, dtype=torch.float32))
+    with pytest.raises(RuntimeError):
+        g.set_state(torch.zeros(3, dtype=torch.uint8))
+    _next_op_works()
+
+
+def test_rng_state_round_trips():
+    torch.tpu.manual_seed(7)
+    state = torch.tpu.get_rng_state()
+    assert state.device.type == "cpu" and state.dtype == torch.uint8
+    a = torch.rand(8, device=TPU).cpu()
+    torch.tpu.set_rng_state(state)
+    torch.testing.assert_close(torch.rand(8, device=TPU).cpu(), a)
+
+
+def test_rng_state_under_fake_tensor_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    expected = torch.tpu.get_rng_state()
+    with FakeTensorMode():
+        state = torch.tpu.get_rng_state()
+        g_state = torch.Generator(TPU).get_state()
+    assert torch.equal(state, expected)
+    assert g_state.dtype == torch.uint8 and g_state.numel() == 16
+    _next_op_works()
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "cuda:0"])
+def test_set_device_to_another_type_raises_value_error(device):
+    with pytest.raises(ValueError):
+        torch.tpu.set_device(device)
+    assert torch.tpu.current_device() == 0
+
+
+class _Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.emb.weight
+        self.norm = torch.nn.LayerNorm(4)
+
+    def forward(self, ids):
+        return self.head(self.norm(self.emb(ids)))
+
+
+def test_module_to_keeps_tied_parameters():
+    torch.manual_seed(0)
+    cpu = _Tied()
+    tpu = _Tied()
+    tpu.load_state_dict(cpu.state_dict())
+    emb_param = tpu.emb.weight
+    tpu.to(TPU)
+    assert tpu.head.weight is tpu.emb.weight
+    assert tpu.emb.weight is emb_param  # the same Parameter object, as with .to("cuda")
+    assert len(list(tpu.parameters())) == len(list(cpu.parameters())) == 3
+    assert tpu.emb.weight.device.type == "tpu" and isinstance(tpu.emb.weight, torch.nn.Parameter)
+
+    ids = torch.tensor([[1, 2, 3, 4]])
+    opt_c = torch.optim.SGD(cpu.parameters(), lr=0.5)
+    opt_t = torch.optim.SGD(tpu.parameters(), lr=0.5)
+    for _ in range(3):
+        for model, opt, dev in ((cpu, opt_c, "cpu"), (tpu, opt_t, TPU)):
+            opt.zero_grad()
+            model(ids.to(dev)).logsumexp(-1).sum().backward()
+            opt.step()
+    torch.testing.assert_close(tpu.emb.weight.detach().cpu(), cpu.emb.weight.detach(), rtol=1e-5, atol=1e-6)
+    back = tpu.to("cpu")
+    assert back.head.weight is back.emb.weight and back.emb.weight.device.type == "cpu"
+
+
+def test_module_to_keeps_module_contract():
+    m = torch.nn.Linear(3, 2)
+    w = m.weight
+    m.weight.grad = torch.ones(2, 3)
+    m.to(TPU)
+    assert m.weight is w and m.weight.grad.device.type == "tpu"
+    m.to(torch.float64)
+    assert m.weight is w and m.weight.dtype == torch.float64
+    m.to("cpu", torch.float32)
+    assert m.weight is w and m.weight.device.type == "cpu"
+    # CPU-only modules keep their behaviour (CPU <-> CPU is compatible anyway).
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1, dtype=torch.float64))
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1, device=TPU))
+    assert not torch._has_compatible_shallow_copy_type(torch.ones(1, device=TPU), torch.ones(1).to_sparse())
+
+
+def test_crashing_inputs_in_a_child_process():
+    """The original one-liners, each in a fresh interpreter: no signal."""
+    script = textwrap.dedent(
+        """
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        cases = [
+            lambda: torch.ones(3, device="tpu").mul_(1j),
+            lambda: torch.ones(3, device="tpu").add_(torch.ones(3, dtype=torch.complex64, device="tpu")),
+            lambda: torch.tpu.set_rng_state(torch.tpu.get_rng_state().to("tpu")),
+            lambda: torch.Generator("tpu").set_state(torch.Generator("tpu").get_state().to("tpu")),
+        ]
+        for case in cases:
+            try:
+                case()
+            except Exception:
+                pass
+        with FakeTensorMode():
+            torch.tpu.get_rng_state()
+            torch.Generator("tpu").get_state()
+        print("survived", (torch.ones(2, device="tpu") * 3).sum().item())
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "survived 6.0" in r.stdout
