@@ -742,7 +742,8 @@ V nan_to_num(Context& cx) {
 }
 
 V floor_divide(Context& cx) {
-  if (cx.result_type({0, 1}) == DType::Bool) cx.fail("floor_divide is not implemented for bool tensors");
+  if (cx.result_type({0, 1}) == DType::Bool)
+    cx.fail("\"div_floor_cpu\" not implemented for 'Bool'", ErrorKind::NotImplemented);
   return {divide(cx, "floor")};
 }
 

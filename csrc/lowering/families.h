@@ -56,8 +56,8 @@ inline void refuse_complex(const Context& cx, std::initializer_list<size_t> idx,
 inline void refuse_complex_kernel(const Context& cx, std::initializer_list<size_t> idx, const std::string& kernel) {
   for (size_t i : idx)
     if (any_complex(cx, {i}))
-      cx.fail("\"" + kernel + "\" not implemented for '" +
-              (cx.tensor(i).dtype() == DType::C128 ? "ComplexDouble" : "ComplexFloat") + "'");
+      cx.fail("\"" + kernel + "\" not implemented for '" + std::string(hlo::scalar_type_name(cx.tensor(i).dtype())) + "'",
+              ErrorKind::NotImplemented);
 }
 // |x| of a complex x as std::abs (hypot) gives it: inf when a part is
 // infinite, else NaN when a part is NaN (the plugin's complex abs misses the

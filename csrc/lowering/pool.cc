@@ -759,7 +759,7 @@ V max_unpool(Context& cx) {
   Value bad = b.or_(b.compare(flat, b.constant(0, DType::I64), "LT"),
                     b.compare(flat, b.constant(static_cast<double>(q), DType::I64), "GE"));
   cx.check(b.reduce(bad, b.constant(0, DType::Bool), {0, 1}, "stablehlo.or"),
-           "Found an invalid max index (output volumes are of size " + std::to_string(q) + ")");
+           "Found an invalid max index (output volumes are of size " + std::to_string(q) + ")", ErrorKind::Runtime);
   Value row = b.iota({DType::I64, {rows, plane, 1}}, 0);
   Value index = b.concatenate({row, b.reshape(flat, {rows, plane, 1})}, 2);
   Value r = b.scatter(b.full(0, {x.dtype(), {rows, q}}), index, b.reshape(x, {rows, plane}), {}, {0, 1}, {0, 1}, "");

@@ -54,7 +54,8 @@ Value uniform01(hlo::Builder& b, Value& state, const Dims& dims, DType t, int di
 // The float dtype a random op on `self` fills; integer tensors are refused.
 DType float_self(Context& cx, const Value& self) {
   if (!hlo::is_floating(self.dtype()))
-    cx.fail(std::string("not implemented for '") + std::string(hlo::dtype_name(self.dtype())) + "'");
+    cx.fail("\"check_uniform_bounds\" not implemented for '" + std::string(hlo::scalar_type_name(self.dtype())) + "'",
+            ErrorKind::NotImplemented);
   return self.dtype();
 }
 

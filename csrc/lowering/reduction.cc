@@ -720,8 +720,8 @@ V segment_reduce(Context& cx) {
   if (red != "sum" && red != "mean" && red != "prod" && red != "max" && red != "min")
     cx.fail("unsupported reduction given! " + red);
   if (!hlo::is_floating(data.dtype()))
-    cx.fail(std::string("\"_segment_reduce_cpu\" not implemented for '") + std::string(hlo::dtype_name(data.dtype())) +
-            "'");
+    cx.fail("\"_segment_reduce_cpu\" not implemented for '" + std::string(hlo::scalar_type_name(data.dtype())) + "'",
+            ErrorKind::NotImplemented);
   if (!cx.none(3) && cx.none(2) && cx.none(4))
     cx.fail("segment_reduce(): indices based reduction is not supported yet.");
   Segments s = segments(cx, data, 2, 4, 5);

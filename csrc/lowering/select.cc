@@ -140,7 +140,7 @@ V masked_scatter(Context& cx) {
   Value before = b.sub(prefix_sum(b, ones), ones);
   Value bad = b.reduce(b.and_(m, b.compare(before, b.constant(static_cast<double>(s), DType::I64), "GE")),
                        b.constant(0, DType::Bool), {0}, "stablehlo.or");
-  cx.check(bad, "masked_scatter: Number of elements of source < number of ones in mask");
+  cx.check(bad, "masked_scatter: Number of elements of source < number of ones in mask", ErrorKind::Runtime);
   if (s == 0) return {x};  // every true mask element fails the check
   Value idx = b.clamp(b.constant(0, DType::I64), before, b.constant(static_cast<double>(s - 1), DType::I64));
   Value taken = b.take_along(b.reshape(src, {s}), idx, 0);

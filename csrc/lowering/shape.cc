@@ -1166,7 +1166,8 @@ V histc(Context& cx) {
   int64_t bins = cx.integer_or(1, 100);
   DType t = x.dtype();
   if (!hlo::is_floating(t))
-    cx.fail(std::string("\"histogram_cpu\" not implemented for '") + std::string(hlo::dtype_name(t)) + "'");
+    cx.fail("\"histogram_cpu\" not implemented for '" + std::string(hlo::scalar_type_name(t)) + "'",
+            ErrorKind::NotImplemented);
   if (bins <= 0) cx.fail("torch.histc(): bins must be > 0, but got " + std::to_string(bins) + " for dimension 0");
   int64_t n = x.type.numel();
   Value lo = cx.none(2) ? b.constant(0, DType::F64) : cx.as(2, DType::F64);

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -332,6 +333,15 @@ const std::set<std::string> kImplicitRng = {"aten::native_dropout"};
 // appends a Bool, A.is_contiguous(), after the schema's arguments.
 const std::set<std::string> kContiguityFlag = {"aten::_linalg_det", "aten::_linalg_slogdet"};
 
+// linalg `*_ex` ops: with check_errors=True, a nonzero `info` (their last
+// result) raises as ATen's composite does, under the API name CPU prints.
+const std::unordered_map<std::string, std::string> kCheckErrorsApi = {
+    {"aten::linalg_cholesky_ex", "linalg.cholesky_ex"},
+    {"aten::linalg_inv_ex", "linalg.inv_ex"},
+    {"aten::linalg_lu_factor_ex", "torch.linalg.lu_factor_ex"},
+    {"aten::_linalg_solve_ex", "torch.linalg.solve_ex"},
+};
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Ops whose CPU kernels accept a written tensor with internal overlap (an
@@ -374,6 +384,10 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (unmarked != kUnmarkedWrites.end() && variant != Variant::InPlace) written_ = unmarked->second;
     implicit_rng_ = kImplicitRng.count(def_.name) > 0;
     check_overlap_ = kOverlapAllowed.count(def_.name) == 0;
+    auto api = kCheckErrorsApi.find(def_.name);
+    if (api != kCheckErrorsApi.end())
+      for (size_t i = 0; i < schema.arguments().size(); ++i)
+        if (schema.arguments()[i].name() == "check_errors") check_errors_ = {i, api->second};
     contiguity_flag_ = kContiguityFlag.count(def_.name) > 0;
     auto sizer = kSizeOut.find(def_.name);
     if (sizer != kSizeOut.end()) size_out_ = sizer->second;
@@ -569,6 +583,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       const auto& t = r.types[k];
       results.push_back(new_tensor(t.dims, to_torch(t.dtype), dc.device, r.buffers[k]));
     }
+    if (check_errors_ && args[check_errors_->first].toBool() && !results.empty())
+      at::_linalg_check_errors(results.back(), check_errors_->second, args[0].toTensor().dim() == 2);
     if (narrowed_)
       for (size_t k : narrowed_->results) {
         if (k >= results.size() || results[k].dim() == 0) continue;
@@ -614,6 +630,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::once_flag registered_;    // counted in metrics from its first call
   bool implicit_rng_ = false;
   bool check_overlap_ = true;     // not kOverlapAllowed
+  std::optional<std::pair<size_t, std::string>> check_errors_;  // kCheckErrorsApi: (argument, API name)
   bool contiguity_flag_ = false;  // kContiguityFlag
   void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
   bool returns_bool_ = false;                     // a Python bool (aten::equal)

@@ -231,3 +231,47 @@ def test_crashing_inputs_in_a_child_process():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "survived 6.0" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.randint(3, (2,), device=d).uniform_(),
+        lambda d: torch.tensor([True], device=d).floor_divide(torch.tensor([True], device=d)),
+        lambda d: torch.histc(torch.tensor([1, 2], device=d)),
+        lambda d: torch.remainder(torch.ones(2, dtype=torch.complex64, device=d), 2),
+        lambda d: torch.zeros(3, device=d).masked_scatter_(
+            torch.ones(3, dtype=torch.bool, device=d), torch.ones(2, device=d)
+        ),
+        lambda d: torch.nn.functional.max_unpool1d(
+            torch.ones(1, 1, 2, device=d), torch.tensor([[[0, 9]]], device=d), 2
+        ),
+        lambda d: torch.linalg.cholesky_ex(-torch.eye(2, device=d), check_errors=True),
+        lambda d: torch.linalg.inv_ex(torch.zeros(2, 2, device=d), check_errors=True),
+        lambda d: torch.linalg.lu_factor_ex(torch.zeros(2, 2, device=d), check_errors=True),
+        lambda d: torch.linalg.solve_ex(torch.zeros(2, 2, device=d), torch.ones(2, device=d), check_errors=True),
+        lambda d: torch.ones(3, device=d).sum(5),
+        lambda d: torch.ones(3, device=d)[torch.tensor([7], device=d)],
+    ],
+    ids=[
+        "uniform_long",
+        "floor_divide_bool",
+        "histc_long",
+        "remainder_complex",
+        "masked_scatter_short_source",
+        "max_unpool_bad_index",
+        "cholesky_ex",
+        "inv_ex",
+        "lu_factor_ex",
+        "solve_ex",
+        "dim_out_of_range",
+        "index_out_of_range",
+    ],
+)
+def test_error_kinds_match_cpu(case):
+    _same_error_as_cpu(case)
+
+
+def test_ex_without_check_errors_returns_info():
+    _, info = torch.linalg.cholesky_ex(-torch.eye(2, device=TPU))
+    assert info.item() == torch.linalg.cholesky_ex(-torch.eye(2))[1].item() != 0
