@@ -1,14 +1,50 @@
 #!/usr/bin/env bash
-# Runs every test: the GoogleTest suite of the torch-free core, then pytest.
-set -euo pipefail
+# Runs every test part, reports each part's result, and exits non-zero if any
+# part failed: the GoogleTest suite of the torch-free core, ruff, pytest, the
+# OpInfo regression sweep and the bad-input sweep's CI shard (the last two in
+# pytest processes of their own).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir="${TORCH_PJRT_BUILD_DIR:-build}"
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" --target core_tests -j "${MAX_JOBS:-2}"
-(cd "$build_dir" && ctest --output-on-failure)
+failed=()
+results=()
 
-python3 -m ruff check python tests bench examples
-# The OpInfo regression sweep compiles ~650 ops' programs: it runs in a process of its own.
-python3 -m pytest -q tests/python --deselect tests/python/test_op_coverage.py "$@"
-python3 -m pytest -q tests/python/test_op_coverage.py "$@"
+part() {
+  local name="$1"
+  shift
+  echo "==== $name: $*"
+  local start=$SECONDS
+  if "$@"; then
+    results+=("PASS  $name ($((SECONDS - start)) s)")
+  else
+    results+=("FAIL  $name ($((SECONDS - start)) s)")
+    failed+=("$name")
+  fi
+}
+
+gtest() {
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$build_dir" --target core_tests -j "${MAX_JOBS:-2}" &&
+    (cd "$build_dir" && ctest --output-on-failure)
+}
+
+separate=(tests/python/test_op_coverage.py tests/python/test_bad_input_sweep.py)
+deselect=()
+for f in "${separate[@]}"; do deselect+=(--deselect "$f"); done
+
+part googletest gtest
+part ruff python3 -m ruff check python tests bench examples tools
+part pytest python3 -m pytest -q tests/python "${deselect[@]}" "$@"
+part opinfo-regression python3 -m pytest -q tests/python/test_op_coverage.py "$@"
+if [ -f tests/python/test_bad_input_sweep.py ]; then
+  part bad-input-shard python3 -m pytest -q tests/python/test_bad_input_sweep.py "$@"
+fi
+
+echo "==== summary"
+printf '%s\n' "${results[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed parts: ${failed[*]}"
+  exit 1
+fi
+echo "all parts passed"
