@@ -216,7 +216,7 @@ constexpr const char* kClampComplex = "clamp is not supported for complex types"
 
 // min(max(x, lo), hi), a NaN in any operand giving NaN.
 V clamp(Context& cx) {
-  refuse_complex(cx, {0, 1, 2}, kClampComplex);
+  refuse_complex(cx, {0, 1, 2}, kClampComplex, ErrorKind::NotImplemented);
   Value x = cx.tensor(0);
   DType t = cx.result_type({0, 1, 2});
   x = cx.b.convert(x, t);
@@ -225,12 +225,12 @@ V clamp(Context& cx) {
   return {x};
 }
 V clamp_min(Context& cx) {
-  refuse_complex(cx, {0, 1}, kClampComplex);
+  refuse_complex(cx, {0, 1}, kClampComplex, ErrorKind::NotImplemented);
   auto [x, lo] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, x, lo, true)};
 }
 V clamp_max(Context& cx) {
-  refuse_complex(cx, {0, 1}, kClampComplex);
+  refuse_complex(cx, {0, 1}, kClampComplex, ErrorKind::NotImplemented);
   auto [x, hi] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, x, hi, false)};
 }
@@ -300,7 +300,8 @@ V sgn(Context& cx) {
 }
 V sign(Context& cx) {
   refuse_complex(cx, {0},
-                 "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.");
+                 "Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.",
+                 ErrorKind::NotImplemented);
   return sgn(cx);
 }
 V exp(Context& cx) { return float_unary(cx, "stablehlo.exponential"); }
@@ -368,21 +369,25 @@ V atan2(Context& cx) {
   return {cx.b.convert(cx.b.binary("stablehlo.atan2", cx.as(0, t), cx.as(1, t)), out)};
 }
 V floor(Context& cx) {
-  refuse_complex(cx, {0}, "floor is not supported for complex inputs");
+  refuse_complex(cx, {0}, "floor is not supported for complex inputs", ErrorKind::NotImplemented);
+  if (cx.tensor(0).dtype() == DType::Bool) refuse_dtype(cx, DType::Bool, "floor_vml_cpu");
   return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.floor", cx.tensor(0)) : cx.tensor(0)};
 }
 V ceil(Context& cx) {
-  refuse_complex(cx, {0}, "ceil is not supported for complex inputs");
+  refuse_complex(cx, {0}, "ceil is not supported for complex inputs", ErrorKind::NotImplemented);
+  if (cx.tensor(0).dtype() == DType::Bool) refuse_dtype(cx, DType::Bool, "ceil_vml_cpu");
   return {hlo::is_floating(cx.tensor(0).dtype()) ? cx.b.unary("stablehlo.ceil", cx.tensor(0)) : cx.tensor(0)};
 }
 V round(Context& cx) {
   refuse_complex_kernel(cx, {0}, "round_vml_cpu");
   Value x = cx.tensor(0);
+  if (x.dtype() == DType::Bool) refuse_dtype(cx, DType::Bool, "round_vml_cpu");
   return {hlo::is_floating(x.dtype()) ? cx.b.unary("stablehlo.round_nearest_even", x) : x};
 }
 V trunc(Context& cx) {
-  refuse_complex(cx, {0}, "trunc is not supported for complex inputs");
+  refuse_complex(cx, {0}, "trunc is not supported for complex inputs", ErrorKind::NotImplemented);
   Value x = cx.tensor(0);
+  if (x.dtype() == DType::Bool) refuse_dtype(cx, DType::Bool, "trunc_vml_cpu");
   if (!hlo::is_floating(x.dtype())) return {x};
   return {cx.b.mul(cx.b.unary("stablehlo.sign", x), cx.b.unary("stablehlo.floor", cx.b.abs(x)))};
 }
@@ -391,7 +396,7 @@ V reciprocal(Context& cx) {
   return {cx.b.convert(cx.b.div(cx.b.constant(1, x.dtype()), x), out)};
 }
 V relu(Context& cx) {
-  refuse_complex(cx, {0}, kClampComplex);
+  refuse_complex(cx, {0}, kClampComplex, ErrorKind::NotImplemented);
   Value x = cx.tensor(0);
   if (x.dtype() == DType::Bool) cx.fail("Boolean inputs not supported for relu");
   return {nan_extremum(cx.b, x, scalar_like(cx, 0, x), true)};
@@ -501,22 +506,20 @@ Value max_finite(hlo::Builder& b, DType t) {
 
 Value is_nan(hlo::Builder& b, Value x) { return b.compare(x, x, "NE"); }
 
-void require_float(Context& cx, size_t i, const char* what) {
-  if (!hlo::is_floating(cx.tensor(i).dtype()))
-    cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(cx.tensor(i).dtype())) +
-            " tensors");
+// Ops whose CPU kernels dispatch over float or integral dtypes only; `kernel`
+// is the CPU kernel's name, as PyTorch's refusal prints it.
+void require_float(Context& cx, size_t i, const char* kernel) {
+  if (!hlo::is_floating(cx.tensor(i).dtype())) refuse_dtype(cx, cx.tensor(i).dtype(), kernel);
 }
-void require_integral(Context& cx, DType t, const char* what) {
-  if (!hlo::is_integral(t))
-    cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(t)) + " tensors");
+void require_integral(Context& cx, DType t, const char* kernel) {
+  if (!hlo::is_integral(t)) refuse_dtype(cx, t, kernel);
 }
 
 // ATen's kernels of some binary float functions take only float operands
 // (after promotion): integer ones raise instead of promoting to float32.
-void require_floating_operands(Context& cx, const char* what) {
+void require_floating_operands(Context& cx, const char* kernel) {
   DType t = cx.result_type({0, 1});
-  if (!hlo::is_floating(t))
-    cx.fail(std::string(what) + " is not implemented for " + std::string(hlo::dtype_name(t)) + " tensors");
+  if (!hlo::is_floating(t)) refuse_dtype(cx, t, kernel);
 }
 
 // Both arguments in the opmath type of the float result dtype of a binary
@@ -560,7 +563,7 @@ V fmin(Context& cx) {
 // x - trunc(x).
 V frac(Context& cx) {
   refuse_complex_kernel(cx, {0}, "frac_cpu");
-  require_float(cx, 0, "frac");
+  require_float(cx, 0, "frac_cpu");
   auto [x, out] = float_arg(cx, 0);
   return {cx.b.convert(cx.b.sub(x, float_trunc(cx.b, x)), out)};
 }
@@ -639,13 +642,13 @@ Value int_gcd(hlo::Builder& b, Value a, Value c) {
 }
 V gcd(Context& cx) {
   auto [a, c] = promote(cx, 0, 1);
-  require_integral(cx, a.dtype(), "gcd");
+  require_integral(cx, a.dtype(), "gcd_cpu");
   return {int_gcd(cx.b, a, c)};
 }
 // lcm = |a / gcd * c|, 0 when the gcd is.
 V lcm(Context& cx) {
   auto [a, c] = promote(cx, 0, 1);
-  require_integral(cx, a.dtype(), "lcm");
+  require_integral(cx, a.dtype(), "lcm_cpu");
   auto& b = cx.b;
   Value g = int_gcd(b, a, c);
   Value zero = scalar_like(cx, 0, g);
@@ -657,7 +660,7 @@ V lcm(Context& cx) {
 // infinite operand gives inf even with a NaN, as std::hypot does.
 V hypot(Context& cx) {
   refuse_complex_kernel(cx, {0, 1}, "hypot_cpu");
-  require_floating_operands(cx, "hypot");
+  require_floating_operands(cx, "hypot_cpu");
   auto [x, y, out] = float_args(cx, 0, 1);
   auto& b = cx.b;
   DType m = x.dtype();
@@ -676,7 +679,7 @@ V hypot(Context& cx) {
 // infinity; logaddexp2 the same in base 2.
 Value log_add_exp(Context& cx, bool base2) {
   decline_complex(cx, {0, 1});
-  require_floating_operands(cx, base2 ? "logaddexp2" : "logaddexp");
+  require_floating_operands(cx, base2 ? "logaddexp2_cpu" : "logaddexp_cpu");
   auto [x, y, out] = float_args(cx, 0, 1);
   auto& b = cx.b;
   DType m = x.dtype();
@@ -698,7 +701,7 @@ V logaddexp2(Context& cx) { return {log_add_exp(cx, true)}; }
 V nextafter(Context& cx) {
   refuse_complex_kernel(cx, {0, 1}, "nextafter_cpu");
   auto [x, y] = promote(cx, 0, 1);
-  if (!hlo::is_floating(x.dtype())) cx.fail("nextafter is only implemented for floating-point tensors");
+  if (!hlo::is_floating(x.dtype())) refuse_dtype(cx, x.dtype(), "nextafter_cpu");
   auto& b = cx.b;
   DType t = x.dtype(), it = int_of_width(t);
   Dims shape = hlo::broadcast_shapes(x.dims(), y.dims());
@@ -715,7 +718,7 @@ V nextafter(Context& cx) {
 }
 
 V signbit(Context& cx) {
-  refuse_complex(cx, {0}, "signbit is not implemented for complex tensors.");
+  refuse_complex(cx, {0}, "signbit is not implemented for complex tensors.", ErrorKind::NotImplemented);
   return {sign_bit(cx.b, cx.tensor(0))};
 }
 
@@ -753,7 +756,7 @@ V round_decimals(Context& cx) {
   refuse_complex_kernel(cx, {0}, "round_cpu");
   Value x0 = cx.tensor(0);
   int64_t d = cx.integer(1);
-  if (!hlo::is_floating(x0.dtype())) cx.fail("round with decimals is not implemented for integer tensors");
+  if (!hlo::is_floating(x0.dtype())) refuse_dtype(cx, x0.dtype(), "round_cpu");
   auto& b = cx.b;
   Value x = b.convert(x0, hlo::opmath_type(x0.dtype()));
   // Behind an optimization barrier, so XLA keeps the division by 10^d
@@ -770,7 +773,7 @@ V round_decimals(Context& cx) {
 V shift(Context& cx, bool left) {
   auto [a, s] = promote(cx, 0, 1);
   DType t = a.dtype();
-  require_integral(cx, t, left ? "bitwise_left_shift" : "bitwise_right_shift");
+  require_integral(cx, t, left ? "lshift_cpu" : "rshift_cpu");
   auto& b = cx.b;
   Dims shape = hlo::broadcast_shapes(a.dims(), s.dims());
   a = b.broadcast_to(a, shape);
@@ -898,19 +901,29 @@ V logical_and(Context& cx) { return {cx.b.and_(cx.as(0, DType::Bool), cx.as(1, D
 V logical_or(Context& cx) { return {cx.b.or_(cx.as(0, DType::Bool), cx.as(1, DType::Bool))}; }
 V logical_xor(Context& cx) { return {cx.b.binary("stablehlo.xor", cx.as(0, DType::Bool), cx.as(1, DType::Bool))}; }
 V logical_not(Context& cx) { return {cx.b.not_(cx.as(0, DType::Bool))}; }
-V bitwise_and(Context& cx) {
+// Bitwise ops take bool and integer dtypes only (after promotion).
+std::pair<Value, Value> bitwise_operands(Context& cx, const char* kernel) {
   auto [a, b] = promote(cx, 0, 1);
+  if (hlo::is_floating(a.dtype()) || hlo::is_complex(a.dtype())) refuse_dtype(cx, a.dtype(), kernel);
+  return {a, b};
+}
+V bitwise_and(Context& cx) {
+  auto [a, b] = bitwise_operands(cx, "bitwise_and_cpu");
   return {cx.b.and_(a, b)};
 }
 V bitwise_or(Context& cx) {
-  auto [a, b] = promote(cx, 0, 1);
+  auto [a, b] = bitwise_operands(cx, "bitwise_or_cpu");
   return {cx.b.or_(a, b)};
 }
 V bitwise_xor(Context& cx) {
-  auto [a, b] = promote(cx, 0, 1);
+  auto [a, b] = bitwise_operands(cx, "bitwise_xor_cpu");
   return {cx.b.binary("stablehlo.xor", a, b)};
 }
-V bitwise_not(Context& cx) { return {cx.b.not_(cx.tensor(0))}; }
+V bitwise_not(Context& cx) {
+  DType t = cx.tensor(0).dtype();
+  if (hlo::is_floating(t) || hlo::is_complex(t)) refuse_dtype(cx, t, "bitwise_not_cpu");
+  return {cx.b.not_(cx.tensor(0))};
+}
 V isnan(Context& cx) {
   Value x = cx.tensor(0);
   return {cx.b.compare(x, x, "NE")};

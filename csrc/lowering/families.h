@@ -47,17 +47,23 @@ inline bool any_complex(const Context& cx, std::initializer_list<size_t> idx) {
   }
   return false;
 }
-// PyTorch refuses complex inputs of this op: raise its message.
-inline void refuse_complex(const Context& cx, std::initializer_list<size_t> idx, const std::string& message) {
-  if (any_complex(cx, idx)) cx.fail(message);
+// PyTorch refuses complex inputs of this op: raise its message, as the
+// class CPU raises it (most are TORCH_CHECKs: RuntimeError).
+inline void refuse_complex(const Context& cx, std::initializer_list<size_t> idx, const std::string& message,
+                           ErrorKind kind = ErrorKind::Runtime) {
+  if (any_complex(cx, idx)) cx.fail(message, kind);
+}
+// PyTorch's AT_DISPATCH refusal: "<kernel>" not implemented for '<Type>'
+// (NotImplementedError), `kernel` being its CPU kernel's dispatch name.
+[[noreturn]] inline void refuse_dtype(const Context& cx, DType t, const std::string& kernel) {
+  cx.fail("\"" + kernel + "\" not implemented for '" + std::string(hlo::scalar_type_name(t)) + "'",
+          ErrorKind::NotImplemented);
 }
 // PyTorch's "<kernel>" not implemented for 'ComplexFloat' message (its CPU
 // dispatch name for the complex dtype of the arguments `idx`).
 inline void refuse_complex_kernel(const Context& cx, std::initializer_list<size_t> idx, const std::string& kernel) {
   for (size_t i : idx)
-    if (any_complex(cx, {i}))
-      cx.fail("\"" + kernel + "\" not implemented for '" + std::string(hlo::scalar_type_name(cx.tensor(i).dtype())) + "'",
-              ErrorKind::NotImplemented);
+    if (any_complex(cx, {i})) refuse_dtype(cx, cx.tensor(i).dtype(), kernel);
 }
 // |x| of a complex x as std::abs (hypot) gives it: inf when a part is
 // infinite, else NaN when a part is NaN (the plugin's complex abs misses the
