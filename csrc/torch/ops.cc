@@ -514,9 +514,9 @@ class LoweredKernel final : public c10::OperatorKernel {
     std::vector<at::Tensor> outs;
     if (variant_ == Variant::Out)
       for (size_t k = 0; k < num_out_; ++k) outs.push_back(args[types_.size() + k].toTensor());
-    // CPU's rule for the tensors an op writes: no two elements share memory.
+    // CPU's rule for the tensors an op writes: no two elements share memory
+    // (out= tensors of the Out variant are checked once they are sized).
     if (check_overlap_) {
-      for (const at::Tensor& t : outs) at::assert_no_internal_overlap(t);
       if (variant_ == Variant::InPlace)
         for (size_t i : written_) {
           if (args[i].isTensor()) at::assert_no_internal_overlap(args[i].toTensor());
@@ -545,6 +545,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (variant_ == Variant::OutDirect)
       for (size_t i = 0; i < types_.size(); ++i)
         if (out_index_[i]) {
+          if (check_overlap_) at::assert_no_internal_overlap(args[i].toTensor());
           outs.push_back(args[i].toTensor());
           call.targets.push_back(ref_of(outs.back()));
         }
@@ -599,6 +600,7 @@ class LoweredKernel final : public c10::OperatorKernel {
         TORCH_CHECK(at::canCast(results[k].scalar_type(), outs[k].scalar_type()), "result type ",
                     results[k].scalar_type(), " can't be cast to the desired output type ", outs[k].scalar_type());
         if (outs[k].sizes() != results[k].sizes()) outs[k].resize_(results[k].sizes());
+        else if (check_overlap_) at::assert_no_internal_overlap(outs[k]);
         outs[k].copy_(results[k]);
         torch::jit::push(*stack, outs[k]);
       }
