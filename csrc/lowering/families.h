@@ -37,6 +37,10 @@ DType float_type(DType t);
 // Rank-0 constant of x's dtype.
 inline Value scalar_like(Context& cx, double v, const Value& x) { return cx.b.constant(v, x.dtype()); }
 
+// Dims as attribute and message text (hlo/builder.h).
+using hlo::dims_str;
+using hlo::i64_array;
+
 // Complex inputs for lowerings written for real dtypes. Whether any of the
 // tensor or scalar arguments `idx` (absent ones skipped) is complex.
 inline bool any_complex(const Context& cx, std::initializer_list<size_t> idx) {

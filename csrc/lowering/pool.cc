@@ -21,13 +21,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-std::string join(const Dims& d) {
-  std::string s;
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s;
-}
-std::string i64_array(const Dims& d) { return d.empty() ? "array<i64>" : "array<i64: " + join(d) + ">"; }
-
 int64_t product(const Dims& d) {
   int64_t n = 1;
   for (int64_t x : d) n *= x;

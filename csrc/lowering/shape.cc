@@ -16,12 +16,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-std::string i64_array(const Dims& d) {
-  std::string s = "array<i64";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : ": ") + std::to_string(d[i]);
-  return s + ">";
-}
-
 Dims iota_dims(int64_t n, int64_t from = 0) {
   Dims d;
   for (int64_t i = 0; i < n; ++i) d.push_back(from + i);
@@ -99,12 +93,6 @@ Value along_coords(hlo::Builder& b, Value idx, int64_t dim) {
 
 // A rank-0 tensor viewed as 1-D (gather, scatter and friends treat scalars so).
 Value at_least_1d(hlo::Builder& b, Value x) { return x.rank() == 0 ? b.reshape(x, {1}) : x; }
-
-std::string dims_str(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 // ---- concatenation, padding, flips, rolls, triangles, repeats
 
