@@ -65,12 +65,6 @@ Value reduce_loss(hlo::Builder& b, Value loss, int64_t reduction) {
   return s;
 }
 
-int64_t numel(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
 // ---- softmax
 
 // The softmax dim of x, with rank-0 inputs viewed as [1].
