@@ -74,6 +74,14 @@ inline Value int_floor_div(hlo::Builder& b, Value a, Value d) {
   return b.select(fix, b.sub(q, b.constant(1, a.dtype())), q);
 }
 
+// random.cc. Significand bits of a float dtype: every k * 2^-digits in
+// [0, 1) is exact in it (PyTorch draws uniform floats with this many bits).
+int float_digits(DType t);
+// Uniform floats in [0, 1) of dtype `t` (f32 or f64), each a multiple of
+// 2^-digits made from the top `digits` bits of stablehlo.rng_bit_generator
+// on `state` (ui64[2]); advances `state`.
+Value uniform01(hlo::Builder& b, Value& state, const Dims& dims, DType t, int digits);
+
 // Complex inputs for lowerings written for real dtypes. Whether any of the
 // tensor or scalar arguments `idx` (absent ones skipped) is complex.
 inline bool any_complex(const Context& cx, std::initializer_list<size_t> idx) {
