@@ -73,7 +73,7 @@ inline runtime::Client& client() {
 
 // Uploads dense row-major host data of dtype `t` to device 0.
 inline runtime::BufferPtr upload(const void* data, hlo::DType t, const hlo::Dims& dims) {
-  return client().from_host(data, t, dims, 0);
+  return client().from_host(data, static_cast<runtime::ElementType>(hlo::pjrt_code(t)), dims, 0);
 }
 template <typename T>
 runtime::BufferPtr upload(const std::vector<T>& v, hlo::DType t, const hlo::Dims& dims) {
