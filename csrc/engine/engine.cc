@@ -61,6 +61,9 @@ struct Engine::Entry {
 
 namespace {
 
+// The runtime's element type for a dtype (hlo/dtype.cc holds the PJRT codes).
+runtime::ElementType element_type(DType t) { return static_cast<runtime::ElementType>(hlo::pjrt_code(t)); }
+
 // Every tensor reference of a call in a fixed order (args, then targets);
 // the same order defines alias groups in the key and slot params.
 void collect_refs(const OpCall& call, std::vector<const TensorRef*>& refs) {
@@ -377,7 +380,7 @@ runtime::BufferPtr Engine::scalar_buffer(const CallArg& a, int device) {
     auto it = scalars_.find(key);
     if (it != scalars_.end()) return it->second;
   }
-  auto buf = client_->from_host(a.scalar_bytes, a.scalar_dtype, {}, device);
+  auto buf = client_->from_host(a.scalar_bytes, element_type(a.scalar_dtype), {}, device);
   std::lock_guard<std::mutex> g(mu_);
   if (scalars_.size() > 4096) scalars_.clear();
   scalars_[key] = buf;
@@ -421,7 +424,7 @@ CallResult Engine::run(const OpCall& call) {
     } else if (p.kind == Entry::Param::Scalar) {
       keep.push_back(scalar_buffer(call.args[p.index], call.device));
     } else {
-      keep.push_back(client_->from_host(call.args[p.index].rng, DType::U64, {2}, call.device));
+      keep.push_back(client_->from_host(call.args[p.index].rng, runtime::ElementType::U64, {2}, call.device));
     }
     raw.push_back(keep.back()->get());
   }
@@ -542,7 +545,7 @@ void Engine::read_result(const runtime::BufferPtr& buffer, void* dst, size_t nby
 
 void Engine::upload(Slot& slot, const void* src, DType dtype) {
   int64_t n = slot.nbytes / hlo::byte_size(dtype);
-  slot.set({client_->from_host(src, dtype, {n}, slot.device), dtype, nullptr});
+  slot.set({client_->from_host(src, element_type(dtype), {n}, slot.device), dtype, nullptr});
 }
 
 void Engine::adopt(Slot& slot, runtime::BufferPtr buffer, DType dtype) { slot.set({std::move(buffer), dtype, nullptr}); }

@@ -15,11 +15,6 @@ std::string join(const Dims& d, const char* sep = ", ") {
   return s;
 }
 
-// `array<i64: 1, 2>` (dense array attribute).
-std::string i64_array(const Dims& d) { return d.empty() ? "array<i64>" : "array<i64: " + join(d) + ">"; }
-// `[1, 2]` (list inside a #stablehlo attribute).
-std::string list(const Dims& d) { return "[" + join(d) + "]"; }
-
 std::string name(const Value& v) { return "%" + std::to_string(v.id); }
 
 std::string types(const std::vector<Value>& vs) {
@@ -41,6 +36,9 @@ void check_dim(std::string_view op, int64_t d, int64_t rank) {
 }
 
 }  // namespace
+
+std::string i64_array(const Dims& d) { return d.empty() ? "array<i64>" : "array<i64: " + join(d) + ">"; }
+std::string dims_str(const Dims& d) { return "[" + join(d) + "]"; }
 
 int64_t TensorType::numel() const {
   int64_t n = 1;
@@ -366,10 +364,10 @@ Value Builder::dot_general(Value a, Value b, const Dims& lb, const Dims& rb, con
       dims.push_back(b.dims()[i]);
   std::string nums = "dot_dimension_numbers = #stablehlo.dot<";
   std::vector<std::string> parts;
-  if (!lb.empty()) parts.push_back("lhs_batching_dimensions = " + list(lb));
-  if (!rb.empty()) parts.push_back("rhs_batching_dimensions = " + list(rb));
-  parts.push_back("lhs_contracting_dimensions = " + list(lc));
-  parts.push_back("rhs_contracting_dimensions = " + list(rc));
+  if (!lb.empty()) parts.push_back("lhs_batching_dimensions = " + dims_str(lb));
+  if (!rb.empty()) parts.push_back("rhs_batching_dimensions = " + dims_str(rb));
+  parts.push_back("lhs_contracting_dimensions = " + dims_str(lc));
+  parts.push_back("rhs_contracting_dimensions = " + dims_str(rc));
   for (size_t i = 0; i < parts.size(); ++i) nums += (i ? ", " : "") + parts[i];
   nums += ">";
   return op("stablehlo.dot_general", {a, b}, TensorType{result, dims}, nums);
@@ -377,9 +375,9 @@ Value Builder::dot_general(Value a, Value b, const Dims& lb, const Dims& rb, con
 
 Value Builder::gather(Value x, Value index, const Dims& offset_dims, const Dims& collapsed_slice_dims,
                       const Dims& start_index_map, const Dims& slice_sizes, const Dims& result_dims) {
-  std::string attrs = "dimension_numbers = #stablehlo.gather<offset_dims = " + list(offset_dims) +
-                      ", collapsed_slice_dims = " + list(collapsed_slice_dims) +
-                      ", start_index_map = " + list(start_index_map) +
+  std::string attrs = "dimension_numbers = #stablehlo.gather<offset_dims = " + dims_str(offset_dims) +
+                      ", collapsed_slice_dims = " + dims_str(collapsed_slice_dims) +
+                      ", start_index_map = " + dims_str(start_index_map) +
                       ", index_vector_dim = " + std::to_string(index.rank() - 1) +
                       ">, indices_are_sorted = false, slice_sizes = " + i64_array(slice_sizes);
   return op("stablehlo.gather", {x, index}, TensorType{x.dtype(), result_dims}, attrs);
@@ -407,9 +405,9 @@ Value Builder::scatter(Value x, Value index, Value updates, const Dims& update_w
                        const Dims& inserted_window_dims, const Dims& scatter_dims_to_operand_dims,
                        std::string_view combiner) {
   std::string attrs =
-      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " + list(update_window_dims) +
-      ", inserted_window_dims = " + list(inserted_window_dims) +
-      ", scatter_dims_to_operand_dims = " + list(scatter_dims_to_operand_dims) +
+      "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = " + dims_str(update_window_dims) +
+      ", inserted_window_dims = " + dims_str(inserted_window_dims) +
+      ", scatter_dims_to_operand_dims = " + dims_str(scatter_dims_to_operand_dims) +
       ", index_vector_dim = " + std::to_string(index.rank() - 1) +
       ">, indices_are_sorted = false, unique_indices = false";
   std::string comb(combiner);

@@ -40,6 +40,12 @@ struct Value {
   int64_t rank() const { return type.rank(); }
 };
 
+// Dims as attribute text for Builder::op: `array<i64: 1, 2>` (a dense
+// array, `array<i64>` when empty), and `[1, 2]` (a list inside a #stablehlo
+// attribute, also what error messages print).
+std::string i64_array(const Dims& d);
+std::string dims_str(const Dims& d);
+
 // Thrown when an op is built with operands it cannot take (shape or dtype
 // mismatch). The message names the op and the offending types.
 struct BuildError : std::runtime_error {

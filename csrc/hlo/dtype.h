@@ -51,7 +51,8 @@ DType real_type(DType t);
 // bf16 -> c64, as PyTorch has no complex32 here); complex dtypes are their own.
 DType complex_type(DType t);
 bool is_unsigned(DType t);
-// The PJRT_Buffer_Type code of this dtype (see runtime/pjrt_types.cc).
+// The PJRT_Buffer_Type code of this dtype: the value of its
+// runtime::ElementType (the engine converts; runtime knows no DType).
 int pjrt_code(DType t);
 // The StableHLO comparison_type for comparing values of `t`: FLOAT,
 // SIGNED or UNSIGNED (bool compares as unsigned).

@@ -19,13 +19,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-std::string join(const Dims& d) {
-  std::string s;
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s;
-}
-std::string i64_array(const Dims& d) { return d.empty() ? "array<i64>" : "array<i64: " + join(d) + ">"; }
-
 // A conv operand's layout, one label per dim: "b"/"f" (batch/feature) for
 // activations, "o"/"i" (output/input feature) for kernels, "0".."n-1" for
 // the spatial dims.

@@ -8,18 +8,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-// x converted to the dtype PyTorch would compute a float function in, and
-// the dtype of the result it returns.
-struct FloatArg {
-  Value x;
-  DType out;
-};
-FloatArg float_arg(Context& cx, size_t i) {
-  Value x = cx.tensor(i);
-  DType out = float_type(x.dtype());
-  return {cx.b.convert(x, hlo::opmath_type(out)), out};
-}
-
 // Unary float function: ints promote to float32, f16/bf16 compute in f32.
 V float_unary(Context& cx, std::string_view op) {
   auto [x, out] = float_arg(cx, 0);
@@ -83,15 +71,6 @@ V mul_tensor(Context& cx) {
   auto [a, b] = promote(cx, 0, 1);
   if (a.dtype() == DType::Bool) return {cx.b.and_(a, b)};
   return {cx.b.mul(a, b)};
-}
-
-// Python-style floor of a quotient for integers: C division truncates.
-Value int_floor_div(hlo::Builder& b, Value a, Value d) {
-  Value q = b.div(a, d);
-  Value r = b.binary("stablehlo.remainder", a, d);
-  Value zero = b.constant(0, a.dtype());
-  Value fix = b.and_(b.compare(r, zero, "NE"), b.compare(b.compare(r, zero, "LT"), b.compare(d, zero, "LT"), "NE"));
-  return b.select(fix, b.sub(q, b.constant(1, a.dtype())), q);
 }
 
 // Round toward zero (NaN and infinities pass through).

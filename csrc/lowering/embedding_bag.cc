@@ -36,12 +36,6 @@ using V = std::vector<Value>;
 
 enum Mode : int64_t { kSum = 0, kMean = 1, kMax = 2 };
 
-std::string dims_str(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 Value any(hlo::Builder& b, Value pred) {
   if (pred.rank() == 0) return pred;
   Dims all;

@@ -37,6 +37,51 @@ DType float_type(DType t);
 // Rank-0 constant of x's dtype.
 inline Value scalar_like(Context& cx, double v, const Value& x) { return cx.b.constant(v, x.dtype()); }
 
+// Dims as attribute and message text (hlo/builder.h).
+using hlo::dims_str;
+using hlo::i64_array;
+// Elements of a tensor of shape d.
+inline int64_t numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+// 0, 1, ..., n - 1 (plus `from`): the dims of a full reduce or an identity permutation.
+inline Dims iota_dims(int64_t n, int64_t from = 0) {
+  Dims d;
+  for (int64_t i = 0; i < n; ++i) d.push_back(from + i);
+  return d;
+}
+
+// Argument i converted to the dtype PyTorch computes its float function in
+// (ints promote to f32, f16/bf16 compute in f32), and the dtype of the result.
+struct FloatArg {
+  Value x;
+  DType out;
+};
+inline FloatArg float_arg(Context& cx, size_t i) {
+  Value x = cx.tensor(i);
+  DType out = float_type(x.dtype());
+  return {cx.b.convert(x, hlo::opmath_type(out)), out};
+}
+
+// Python-style floor of a quotient for integers: C division truncates.
+inline Value int_floor_div(hlo::Builder& b, Value a, Value d) {
+  Value q = b.div(a, d);
+  Value r = b.binary("stablehlo.remainder", a, d);
+  Value zero = b.constant(0, a.dtype());
+  Value fix = b.and_(b.compare(r, zero, "NE"), b.compare(b.compare(r, zero, "LT"), b.compare(d, zero, "LT"), "NE"));
+  return b.select(fix, b.sub(q, b.constant(1, a.dtype())), q);
+}
+
+// random.cc. Significand bits of a float dtype: every k * 2^-digits in
+// [0, 1) is exact in it (PyTorch draws uniform floats with this many bits).
+int float_digits(DType t);
+// Uniform floats in [0, 1) of dtype `t` (f32 or f64), each a multiple of
+// 2^-digits made from the top `digits` bits of stablehlo.rng_bit_generator
+// on `state` (ui64[2]); advances `state`.
+Value uniform01(hlo::Builder& b, Value& state, const Dims& dims, DType t, int digits);
+
 // Complex inputs for lowerings written for real dtypes. Whether any of the
 // tensor or scalar arguments `idx` (absent ones skipped) is complex.
 inline bool any_complex(const Context& cx, std::initializer_list<size_t> idx) {

@@ -22,12 +22,6 @@ std::string shape_str(const Value& v) {
   return s;
 }
 // "[2, 3]" for error messages.
-std::string dims_str(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 void require_rank(Context& cx, const Value& v, int64_t rank, const std::string& what) {
   if (v.rank() != rank)
     cx.fail(what + " must be a " +

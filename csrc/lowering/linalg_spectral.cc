@@ -29,11 +29,6 @@ Dims cat(Dims a, const Dims& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
-Dims iota_dims(int64_t n) {
-  Dims d;
-  for (int64_t i = 0; i < n; ++i) d.push_back(i);
-  return d;
-}
 
 Value mT(Builder& b, const Value& x) {
   Dims perm = iota_dims(x.rank());

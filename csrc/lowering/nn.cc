@@ -65,12 +65,6 @@ Value reduce_loss(hlo::Builder& b, Value loss, int64_t reduction) {
   return s;
 }
 
-int64_t numel(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
 // ---- softmax
 
 // The softmax dim of x, with rank-0 inputs viewed as [1].
@@ -1150,21 +1144,6 @@ V pdist_backward(Context& cx) {
 
 // ---- rrelu
 
-// Uniform floats in [0, 1) of f32/f64 dtype t from the top significand-many
-// bits of rng_bit_generator; advances `state`.
-Value uniform_unit(hlo::Builder& b, Value& state, const Dims& dims, DType t) {
-  bool wide = hlo::byte_size(t) == 8;
-  DType bits = wide ? DType::U64 : DType::U32;
-  int digits = wide ? 53 : 24;
-  TensorType type{bits, dims};
-  if (type.numel() == 0) return b.full(0, {t, dims});
-  auto [next, r] = b.rng_bit_generator(state, {bits, {type.numel()}});
-  state = next;
-  Value shifted = b.binary("stablehlo.shift_right_logical", b.reshape(r, dims),
-                           b.constant(static_cast<double>(hlo::byte_size(bits) * 8 - digits), bits));
-  return b.mul(b.convert(shifted, t), b.constant(std::ldexp(1.0, -digits), t));
-}
-
 // rrelu_with_noise(self, noise!, lower, upper, training, generator?) ->
 // result, then the new noise. Training: x <= 0 gets a slope r ~ U(lower,
 // upper) (recorded in noise), x > 0 noise 1; eval: leaky_relu with slope
@@ -1181,7 +1160,7 @@ V rrelu_with_noise(Context& cx) {
     return {b.convert(b.select(nonpos, b.mul(x, slope), x), out), cx.tensor(1)};
   }
   Value state = cx.rng(5);
-  Value r = b.add(lo, b.mul(b.sub(hi, lo), uniform_unit(b, state, x.dims(), t)));
+  Value r = b.add(lo, b.mul(b.sub(hi, lo), uniform01(b, state, x.dims(), t, float_digits(t))));
   Value noise = b.select(nonpos, r, b.full(1, x.type));
   Value y = b.select(nonpos, b.mul(x, r), x);
   return {b.convert(y, out), b.convert(noise, cx.tensor(1).dtype())};

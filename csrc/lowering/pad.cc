@@ -15,12 +15,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-std::string dims_str(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 // One padded dim: its position in the input, input size and the pads.
 struct PadDim {
   int64_t dim, n, lo, hi;

@@ -21,19 +21,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-std::string join(const Dims& d) {
-  std::string s;
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s;
-}
-std::string i64_array(const Dims& d) { return d.empty() ? "array<i64>" : "array<i64: " + join(d) + ">"; }
-
-int64_t product(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
 // A rank-1 constant from host values (finite).
 Value vec_constant(hlo::Builder& b, const std::vector<double>& v, DType t) {
   TensorType type{t, {static_cast<int64_t>(v.size())}};
@@ -185,8 +172,8 @@ V max_pool_with_indices_backward(Context& cx) {
   int64_t lead = self.rank() - N;
   if (lead < 1) cx.fail("input has too few dims");
   DType t = hlo::opmath_type(float_type(self.dtype()));
-  int64_t rows = product(Dims(self.dims().begin(), self.dims().begin() + lead));
-  int64_t plane = product(Dims(self.dims().begin() + lead, self.dims().end()));
+  int64_t rows = numel(Dims(self.dims().begin(), self.dims().begin() + lead));
+  int64_t plane = numel(Dims(self.dims().begin() + lead, self.dims().end()));
   int64_t q = go.type.numel() / std::max<int64_t>(rows, 1);
   Value g = b.reshape(b.convert(go, t), {rows, q});
   Value ind = b.reshape(cx.as(IndicesArg, DType::I64), {rows, q, 1});
@@ -356,7 +343,7 @@ V adaptive_max_pool(Context& cx) {
   if (lead < 1 || lead > 2) cx.fail("unexpected input rank");
   Dims out = expand(cx, cx.ints(1), N, "output_size"), in(x.dims().begin() + lead, x.dims().end());
   Value vals = x, flat, mask;
-  int64_t stride = product(in);
+  int64_t stride = numel(in);
   Dims window_dims;
   for (int64_t i = 0; i < N; ++i) {
     stride /= in[i];

@@ -17,14 +17,6 @@ using V = std::vector<Value>;
 
 // ---- helpers
 
-// Significand bits of a float dtype: every k * 2^-digits in [0, 1) is exact
-// in it (PyTorch draws uniform floats with this many random bits).
-int float_digits(DType t) {
-  if (hlo::byte_size(t) == 8) return 53;
-  if (hlo::byte_size(t) == 4) return 24;
-  return t == DType::BF16 ? 8 : 11;
-}
-
 // An exact integer constant (no trip through double).
 Value int_constant(hlo::Builder& b, std::string digits, DType t) {
   TensorType type{t, {}};
@@ -41,8 +33,14 @@ Value random_bits(hlo::Builder& b, Value& state, const Dims& dims, DType bits) {
   return b.reshape(r, dims);
 }
 
-// Uniform floats in [0, 1) of dtype `t` (f32 or f64), each a multiple of
-// 2^-digits made from the top `digits` random bits; advances `state`.
+}  // namespace
+
+int float_digits(DType t) {
+  if (hlo::byte_size(t) == 8) return 53;
+  if (hlo::byte_size(t) == 4) return 24;
+  return t == DType::BF16 ? 8 : 11;
+}
+
 Value uniform01(hlo::Builder& b, Value& state, const Dims& dims, DType t, int digits) {
   DType bits = digits > 32 ? DType::U64 : DType::U32;
   Value r = random_bits(b, state, dims, bits);
@@ -50,6 +48,8 @@ Value uniform01(hlo::Builder& b, Value& state, const Dims& dims, DType t, int di
   r = b.binary("stablehlo.shift_right_logical", r, b.constant(static_cast<double>(width - digits), bits));
   return b.mul(b.convert(r, t), b.constant(std::ldexp(1.0, -digits), t));
 }
+
+namespace {
 
 // The float dtype a random op on `self` fills; integer tensors are refused.
 DType float_self(Context& cx, const Value& self) {

@@ -18,12 +18,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Dims iota_dims(int64_t n) {
-  Dims d;
-  for (int64_t i = 0; i < n; ++i) d.push_back(i);
-  return d;
-}
-
 // Inclusive prefix sum of a 1-D i64 vector (a reduce_window whose window
 // spans the whole vector, padded on the low side).
 Value prefix_sum(hlo::Builder& b, Value x) {

@@ -16,24 +16,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-std::string i64_array(const Dims& d) {
-  std::string s = "array<i64";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : ": ") + std::to_string(d[i]);
-  return s + ">";
-}
-
-Dims iota_dims(int64_t n, int64_t from = 0) {
-  Dims d;
-  for (int64_t i = 0; i < n; ++i) d.push_back(from + i);
-  return d;
-}
-
-int64_t numel(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
 Dims with(Dims d, int64_t extra) {
   d.push_back(extra);
   return d;
@@ -99,12 +81,6 @@ Value along_coords(hlo::Builder& b, Value idx, int64_t dim) {
 
 // A rank-0 tensor viewed as 1-D (gather, scatter and friends treat scalars so).
 Value at_least_1d(hlo::Builder& b, Value x) { return x.rank() == 0 ? b.reshape(x, {1}) : x; }
-
-std::string dims_str(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 // ---- concatenation, padding, flips, rolls, triangles, repeats
 
@@ -399,15 +375,6 @@ V scatter_reduce_legacy(Context& cx) {
   ScatterArgs s = scatter_args(cx);
   std::string_view comb = reduce_combiner(cx, cx.str(4), s.self.dtype());
   return {cx.b.reshape(scatter_along(cx.b, s.self, s.idx, s.src, s.dim, comb), s.out)};
-}
-
-// Python-style floor division of integers (C division truncates).
-Value int_floor_div(hlo::Builder& b, Value a, Value d) {
-  Value q = b.div(a, d);
-  Value r = b.binary("stablehlo.remainder", a, d);
-  Value zero = b.constant(0, a.dtype());
-  Value fix = b.and_(b.compare(r, zero, "NE"), b.compare(b.compare(r, zero, "LT"), b.compare(d, zero, "LT"), "NE"));
-  return b.select(fix, b.sub(q, b.constant(1, a.dtype())), q);
 }
 
 // scatter_reduce.two(self, dim, index, src, reduce, *, include_self):

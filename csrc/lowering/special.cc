@@ -19,17 +19,6 @@ using Coeffs = std::vector<double>;
 // Rank-0 constant of x's dtype (broadcasts in every builder binary op).
 Value k(hlo::Builder& b, double v, const Value& like) { return b.constant(v, like.dtype()); }
 
-// Argument i in the dtype its float function computes in, and the dtype of the result.
-struct FloatArg {
-  Value x;
-  DType out;
-};
-FloatArg float_arg(Context& cx, size_t i) {
-  Value x = cx.tensor(i);
-  DType out = float_type(x.dtype());
-  return {cx.b.convert(x, hlo::opmath_type(out)), out};
-}
-
 // A unary special function given as a builder of its opmath formula.
 template <typename F>
 V unary_special(Context& cx, F f) {

@@ -9,9 +9,25 @@
 namespace torch_pjrt::runtime {
 namespace {
 
-static_assert(PJRT_Buffer_Type_PRED == 1 && PJRT_Buffer_Type_F32 == 11 && PJRT_Buffer_Type_BF16 == 13 &&
-                  PJRT_Buffer_Type_U8 == 6 && PJRT_Buffer_Type_S64 == 5 && PJRT_Buffer_Type_U64 == 9,
-              "hlo/dtype.cc pjrt codes must match pjrt_c_api.h");
+#define TORCH_PJRT_SAME_CODE(name)                                                                \
+  static_assert(static_cast<int>(ElementType::name) == static_cast<int>(PJRT_Buffer_Type_##name), \
+                "runtime::ElementType::" #name " must match pjrt_c_api.h");
+TORCH_PJRT_SAME_CODE(PRED)
+TORCH_PJRT_SAME_CODE(S8)
+TORCH_PJRT_SAME_CODE(S16)
+TORCH_PJRT_SAME_CODE(S32)
+TORCH_PJRT_SAME_CODE(S64)
+TORCH_PJRT_SAME_CODE(U8)
+TORCH_PJRT_SAME_CODE(U16)
+TORCH_PJRT_SAME_CODE(U32)
+TORCH_PJRT_SAME_CODE(U64)
+TORCH_PJRT_SAME_CODE(F16)
+TORCH_PJRT_SAME_CODE(F32)
+TORCH_PJRT_SAME_CODE(F64)
+TORCH_PJRT_SAME_CODE(BF16)
+TORCH_PJRT_SAME_CODE(C64)
+TORCH_PJRT_SAME_CODE(C128)
+#undef TORCH_PJRT_SAME_CODE
 
 template <typename T>
 T args_of() {
@@ -248,12 +264,12 @@ int64_t Client::device_bytes_in_use(int device) const {
   return a.bytes_in_use;
 }
 
-BufferPtr Client::from_host(const void* data, hlo::DType dtype, const std::vector<int64_t>& dims, int device) const {
+BufferPtr Client::from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device) const {
   const PJRT_Api* api = plugin_->api();
   auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
   a.client = client_;
   a.data = data;
-  a.type = static_cast<PJRT_Buffer_Type>(hlo::pjrt_code(dtype));
+  a.type = static_cast<PJRT_Buffer_Type>(type);
   a.dims = dims.data();
   a.num_dims = dims.size();
   a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;

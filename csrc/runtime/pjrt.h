@@ -4,6 +4,9 @@
 // back from the plugin are converted into runtime::Error in exactly one place
 // (check() in pjrt.cc). Nothing in this layer knows about torch.
 //
+// This is the bottom layer: it includes nothing else of the core, and element
+// types are PJRT's own codes (ElementType); the engine maps its dtypes to them.
+//
 // Thread-safety: a Client and everything made from it may be used from any
 // thread; the PJRT C API guarantees that for clients, buffers and loaded
 // executables. The objects here add no mutable shared state of their own
@@ -17,8 +20,6 @@
 #include <string_view>
 #include <vector>
 
-#include "hlo/dtype.h"
-
 struct PJRT_Api;
 struct PJRT_Client;
 struct PJRT_Device;
@@ -27,6 +28,26 @@ struct PJRT_Event;
 struct PJRT_LoadedExecutable;
 
 namespace torch_pjrt::runtime {
+
+// The element type of a device array: PJRT_Buffer_Type's codes (pjrt.cc
+// checks them against pjrt_c_api.h), for the types the core uses.
+enum class ElementType : int32_t {
+  PRED = 1,
+  S8 = 2,
+  S16 = 3,
+  S32 = 4,
+  S64 = 5,
+  U8 = 6,
+  U16 = 7,
+  U32 = 8,
+  U64 = 9,
+  F16 = 10,
+  F32 = 11,
+  F64 = 12,
+  BF16 = 13,
+  C64 = 14,
+  C128 = 15,
+};
 
 // A failure reported by the plugin or by loading it. `code` is the
 // PJRT_Error_Code (or -1 for a failure before the plugin answered).
@@ -139,9 +160,9 @@ class Client {
   // Bytes in use on the device as the plugin reports it, or -1 if unknown.
   int64_t device_bytes_in_use(int device) const;
 
-  // Uploads dense row-major host data. The host memory may be reused as soon
-  // as this returns.
-  BufferPtr from_host(const void* data, hlo::DType dtype, const std::vector<int64_t>& dims, int device) const;
+  // Uploads dense row-major host data of element type `type`. The host
+  // memory may be reused as soon as this returns.
+  BufferPtr from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device) const;
   // Compiles StableHLO text for one device. Throws Error (with the plugin's
   // diagnostic) if the text does not parse, verify or compile.
   std::unique_ptr<Executable> compile(const std::string& mlir, int device) const;

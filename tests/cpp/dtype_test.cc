@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+
+#include "runtime/pjrt.h"
 
 namespace torch_pjrt::hlo {
 namespace {
@@ -41,6 +44,20 @@ TEST(DType, LiteralsSpellNonFiniteAsHex) {
   EXPECT_EQ(literal(1, DType::Bool), "true");
   EXPECT_EQ(literal(9223372036854775807.0, DType::I64), "9223372036854775807");
   EXPECT_EQ(literal(-9223372036854775808.0, DType::I64), "-9223372036854775808");
+}
+
+// The engine hands pjrt_code(t) to runtime::Client::from_host as a
+// runtime::ElementType (runtime knows no DType): every code names the same type.
+TEST(DType, PjrtCodesAreTheRuntimeElementTypes) {
+  using runtime::ElementType;
+  const std::pair<DType, ElementType> want[] = {
+      {DType::Bool, ElementType::PRED}, {DType::U8, ElementType::U8},     {DType::I8, ElementType::S8},
+      {DType::I16, ElementType::S16},   {DType::I32, ElementType::S32},   {DType::I64, ElementType::S64},
+      {DType::F16, ElementType::F16},   {DType::BF16, ElementType::BF16}, {DType::F32, ElementType::F32},
+      {DType::F64, ElementType::F64},   {DType::U32, ElementType::U32},   {DType::U64, ElementType::U64},
+      {DType::C64, ElementType::C64},   {DType::C128, ElementType::C128}};
+  static_assert(sizeof want / sizeof want[0] == kNumDTypes, "one row per dtype");
+  for (const auto& [t, e] : want) EXPECT_EQ(pjrt_code(t), static_cast<int>(e)) << dtype_name(t);
 }
 
 }  // namespace

@@ -10,21 +10,11 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::read;
+using testing::run_all;
+using testing::upload;
 
-std::vector<runtime::BufferPtr> run_all(const testing::Lowered& l, const std::vector<runtime::BufferPtr>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& b : inputs) raw.push_back(b->get());
-  return exe->execute(raw);
-}
-runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) {
-  return testing::client().from_host(v.data(), DType::F32, dims, 0);
-}
-std::vector<float> read(const runtime::BufferPtr& b, size_t n) {
-  std::vector<float> host(n);
-  b->to_host(host.data(), n * sizeof(float));
-  return host;
-}
+runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) { return upload(v, DType::F32, dims); }
 void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "at " << i;
@@ -54,7 +44,7 @@ TEST(ConvForward, DiagonalKernelWithBias) {
     return conv_args(b, {1, 1, 3, 3}, {1, 1, 2, 2}, true, {1, 1}, {0, 0}, false, {0, 0}, 1);
   });
   ASSERT_EQ(l.results[0].dims(), (hlo::Dims{1, 1, 2, 2}));
-  auto out = read(run_all(l, {f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2}), f32({0.5f}, {1})})[0], 4);
+  auto out = read<float>(run_all(l, {f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2}), f32({0.5f}, {1})})[0], 4);
   expect_near(out, {6.5f, 8.5f, 12.5f, 14.5f});
 }
 
@@ -64,7 +54,7 @@ TEST(ConvForward, StridedPadded) {
   auto l = lower("aten::convolution", [](hlo::Builder& b) {
     return conv_args(b, {1, 1, 3, 3}, {1, 1, 2, 2}, false, {2, 2}, {1, 1}, false, {0, 0}, 1);
   });
-  auto out = read(run_all(l, {f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2})})[0], 4);
+  auto out = read<float>(run_all(l, {f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2})})[0], 4);
   expect_near(out, {1, 3, 7, 5 + 9});
 }
 
@@ -74,7 +64,7 @@ TEST(ConvForward, TransposedWithOutputPadding) {
     return conv_args(b, {1, 1, 2}, {1, 1, 2}, false, {2}, {0}, true, {1}, 1);
   });
   ASSERT_EQ(l.results[0].dims(), (hlo::Dims{1, 1, 5}));
-  auto out = read(run_all(l, {f32({1, 2}, {1, 1, 2}), f32({1, 10}, {1, 1, 2})})[0], 5);
+  auto out = read<float>(run_all(l, {f32({1, 2}, {1, 1, 2}), f32({1, 10}, {1, 1, 2})})[0], 5);
   expect_near(out, {1, 10, 2, 20, 0});
 }
 
@@ -83,7 +73,7 @@ TEST(ConvForward, Depthwise) {
   auto l = lower("aten::convolution", [](hlo::Builder& b) {
     return conv_args(b, {1, 2, 2}, {2, 1, 1}, false, {1}, {0}, false, {0}, 2);
   });
-  auto out = read(run_all(l, {f32({1, 2, 3, 4}, {1, 2, 2}), f32({10, 100}, {2, 1, 1})})[0], 4);
+  auto out = read<float>(run_all(l, {f32({1, 2, 3, 4}, {1, 2, 2}), f32({10, 100}, {2, 1, 1})})[0], 4);
   expect_near(out, {10, 20, 300, 400});
 }
 
@@ -112,10 +102,10 @@ TEST(ConvBackward, AllThreeGradients) {
   });
   auto r = run_all(l, {f32({1, 1, 1, 1}, {1, 1, 2, 2}), f32(k3x3, {1, 1, 3, 3}), f32(kDiag, {1, 1, 2, 2})});
   // grad_input[r][c] = [r < 2 && c < 2] + [r >= 1 && c >= 1]
-  expect_near(read(r[0], 9), {1, 1, 0, 1, 2, 1, 0, 1, 1});
+  expect_near(read<float>(r[0], 9), {1, 1, 0, 1, 2, 1, 0, 1, 1});
   // grad_weight[i][j] = sum of the 2x2 window of x at offset (i, j)
-  expect_near(read(r[1], 4), {12, 16, 24, 28});
-  expect_near(read(r[2], 1), {4});
+  expect_near(read<float>(r[1], 4), {12, 16, 24, 28});
+  expect_near(read<float>(r[2], 1), {4});
 }
 
 TEST(ConvBackward, GroupedWeightGradientAndMaskedZeros) {
@@ -124,9 +114,9 @@ TEST(ConvBackward, GroupedWeightGradientAndMaskedZeros) {
     return backward_args(b, {1, 2, 2}, {1, 2, 2}, {2, 1, 1}, 2, {0, 1, 0});
   });
   auto r = run_all(l, {f32({1, 1, 2, 2}, {1, 2, 2}), f32({1, 2, 3, 4}, {1, 2, 2}), f32({5, 6}, {2, 1, 1})});
-  expect_near(read(r[0], 4), {0, 0, 0, 0});
-  expect_near(read(r[1], 2), {3, 14});
-  expect_near(read(r[2], 2), {0, 0});
+  expect_near(read<float>(r[0], 4), {0, 0, 0, 0});
+  expect_near(read<float>(r[1], 2), {3, 14});
+  expect_near(read<float>(r[2], 2), {0, 0});
 }
 
 }  // namespace

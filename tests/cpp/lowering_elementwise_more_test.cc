@@ -17,6 +17,7 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::read;
 
 // A host array for one program parameter.
 struct Input {
@@ -27,21 +28,9 @@ struct Input {
 
 // Runs a lowered program; returns every result buffer.
 std::vector<runtime::BufferPtr> execute(const testing::Lowered& l, const std::vector<Input>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
   std::vector<runtime::BufferPtr> bufs;
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& in : inputs) {
-    bufs.push_back(testing::client().from_host(in.data, in.dtype, in.dims, 0));
-    raw.push_back(bufs.back()->get());
-  }
-  return exe->execute(raw);
-}
-
-template <typename T>
-std::vector<T> host(const runtime::BufferPtr& b, size_t n) {
-  std::vector<T> out(n);
-  b->to_host(out.data(), n * sizeof(T));
-  return out;
+  for (const auto& in : inputs) bufs.push_back(testing::upload(in.data, in.dtype, in.dims));
+  return testing::run_all(l, bufs);
 }
 
 // Binary op on two tensors of dtype t and shape {n}.
@@ -71,7 +60,7 @@ TEST(ElementwiseMore, SignbitGolden) {
   auto l4 = lower("aten::signbit", [](hlo::Builder& b) {
     return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {4}}))};
   });
-  auto out = host<uint8_t>(execute(l4, {{x, DType::F32, {4}}})[0], 4);
+  auto out = read<uint8_t>(execute(l4, {{x, DType::F32, {4}}})[0], 4);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i] != 0, std::signbit(x[i])) << i;
 }
 
@@ -79,16 +68,16 @@ TEST(ElementwiseMore, SignbitGolden) {
 // the right; in range, the usual two's complement shifts.
 TEST(ElementwiseMore, ShiftsOutOfRange) {
   int32_t a[7] = {1, 1, 1, -8, -8, 8, -8}, s[7] = {31, 32, -1, 1, 40, 40, -1};
-  auto left = host<int32_t>(execute(lower_binary("aten::bitwise_left_shift.Tensor", DType::I32, 7),
+  auto left = read<int32_t>(execute(lower_binary("aten::bitwise_left_shift.Tensor", DType::I32, 7),
                                     {{a, DType::I32, {7}}, {s, DType::I32, {7}}})[0],
                             7);
   EXPECT_EQ(left, (std::vector<int32_t>{INT32_MIN, 0, 0, -16, 0, 0, 0}));
-  auto right = host<int32_t>(execute(lower_binary("aten::bitwise_right_shift.Tensor", DType::I32, 7),
+  auto right = read<int32_t>(execute(lower_binary("aten::bitwise_right_shift.Tensor", DType::I32, 7),
                                      {{a, DType::I32, {7}}, {s, DType::I32, {7}}})[0],
                              7);
   EXPECT_EQ(right, (std::vector<int32_t>{0, 0, 0, -4, -1, 0, -1}));
   uint8_t ua[3] = {200, 200, 200}, us[3] = {1, 7, 8};
-  auto uright = host<uint8_t>(execute(lower_binary("aten::bitwise_right_shift.Tensor", DType::U8, 3),
+  auto uright = read<uint8_t>(execute(lower_binary("aten::bitwise_right_shift.Tensor", DType::U8, 3),
                                       {{ua, DType::U8, {3}}, {us, DType::U8, {3}}})[0],
                               3);
   EXPECT_EQ(uright, (std::vector<uint8_t>{100, 1, 0}));
@@ -96,7 +85,7 @@ TEST(ElementwiseMore, ShiftsOutOfRange) {
 
 TEST(ElementwiseMore, NextafterMatchesStd) {
   float x[7] = {1.f, 1.f, 0.f, 0.f, 2.f, -1.f, NAN}, y[7] = {2.f, 0.f, 1.f, -1.f, 2.f, -INFINITY, 1.f};
-  auto out = host<float>(
+  auto out = read<float>(
       execute(lower_binary("aten::nextafter", DType::F32, 7), {{x, DType::F32, {7}}, {y, DType::F32, {7}}})[0], 7);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(out[i], std::nextafter(x[i], y[i])) << i;
   EXPECT_TRUE(std::isnan(out[6]));
@@ -112,8 +101,8 @@ TEST(ElementwiseMore, FrexpMatchesStd) {
   ASSERT_EQ(l.results.size(), 2u);
   EXPECT_EQ(l.results[1].dtype(), DType::I32);
   auto outs = execute(l, {{x, DType::F32, {8}}});
-  auto mantissa = host<float>(outs[0], 8);
-  auto exponent = host<int32_t>(outs[1], 8);
+  auto mantissa = read<float>(outs[0], 8);
+  auto exponent = read<int32_t>(outs[1], 8);
   for (int i = 0; i < 8; ++i) {
     int e = 0;
     float m = std::frexp(x[i], &e);
@@ -127,9 +116,9 @@ TEST(ElementwiseMore, GcdAndLcm) {
   int64_t a[6] = {12, -4, 0, 0, 7, 21}, b[6] = {18, 6, 0, -5, 13, -6};
   auto lg = lower_binary("aten::gcd", DType::I64, 6);
   EXPECT_NE(lg.text.find("\"stablehlo.while\""), std::string::npos);
-  auto g = host<int64_t>(execute(lg, {{a, DType::I64, {6}}, {b, DType::I64, {6}}})[0], 6);
+  auto g = read<int64_t>(execute(lg, {{a, DType::I64, {6}}, {b, DType::I64, {6}}})[0], 6);
   EXPECT_EQ(g, (std::vector<int64_t>{6, 2, 0, 5, 1, 3}));
-  auto l = host<int64_t>(
+  auto l = read<int64_t>(
       execute(lower_binary("aten::lcm", DType::I64, 6), {{a, DType::I64, {6}}, {b, DType::I64, {6}}})[0], 6);
   EXPECT_EQ(l, (std::vector<int64_t>{36, 12, 0, 0, 91, 42}));
 }
@@ -146,7 +135,7 @@ TEST(ElementwiseMore, RoundDecimalsDividesByPowerOfTen) {
     auto l = lower("aten::round.decimals", [d](hlo::Builder& b) {
       return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {5}})), Arg::integer(d)};
     });
-    auto out = host<float>(execute(l, {{x, DType::F32, {5}}})[0], 5);
+    auto out = read<float>(execute(l, {{x, DType::F32, {5}}})[0], 5);
     float p = static_cast<float>(std::pow(10, std::abs(d)));
     for (int i = 0; i < 5; ++i) {
       float want = d < 0 ? std::nearbyint(x[i] / p) * p : std::nearbyint(x[i] * p) / p;
@@ -160,18 +149,18 @@ TEST(ElementwiseMore, NanToNumDefaults) {
   auto l = lower("aten::nan_to_num", [](hlo::Builder& b) {
     return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {4}})), Arg::none(), Arg::none(), Arg::none()};
   });
-  auto out = host<float>(execute(l, {{x, DType::F32, {4}}})[0], 4);
+  auto out = read<float>(execute(l, {{x, DType::F32, {4}}})[0], 4);
   EXPECT_EQ(out, (std::vector<float>{0.f, FLT_MAX, -FLT_MAX, 1.5f}));
 }
 
 TEST(ElementwiseMore, LogaddexpAndHypot) {
   float a[4] = {0.f, -INFINITY, INFINITY, 3e30f}, b[4] = {1.f, -INFINITY, INFINITY, 4e30f};
-  auto lae = host<float>(
+  auto lae = read<float>(
       execute(lower_binary("aten::logaddexp", DType::F32, 4), {{a, DType::F32, {4}}, {b, DType::F32, {4}}})[0], 4);
   EXPECT_NEAR(lae[0], std::log(1.0 + std::exp(1.0)), 1e-6);
   EXPECT_EQ(lae[1], -INFINITY);
   EXPECT_EQ(lae[2], INFINITY);
-  auto h = host<float>(
+  auto h = read<float>(
       execute(lower_binary("aten::hypot", DType::F32, 4), {{a, DType::F32, {4}}, {b, DType::F32, {4}}})[0], 4);
   EXPECT_NEAR(h[0], 1.f, 1e-7);
   EXPECT_EQ(h[1], INFINITY);
@@ -181,7 +170,7 @@ TEST(ElementwiseMore, LogaddexpAndHypot) {
 
 TEST(ElementwiseMore, XlogyZeroTimesLogZeroIsZero) {
   float x[4] = {0.f, 0.f, 2.f, 3.f}, y[4] = {0.f, NAN, static_cast<float>(M_E), 1.f};
-  auto out = host<float>(
+  auto out = read<float>(
       execute(lower_binary("aten::xlogy.Tensor", DType::F32, 4), {{x, DType::F32, {4}}, {y, DType::F32, {4}}})[0], 4);
   EXPECT_EQ(out[0], 0.f);
   EXPECT_TRUE(std::isnan(out[1]));
@@ -196,7 +185,7 @@ TEST(ElementwiseMore, LogitClampsToEps) {
   auto l = lower("aten::logit", [](hlo::Builder& b) {
     return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {3}})), Arg::scalar(b.parameter({DType::F64, {}}))};
   });
-  auto out = host<float>(execute(l, {{x, DType::F32, {3}}, {&eps, DType::F64, {}}})[0], 3);
+  auto out = read<float>(execute(l, {{x, DType::F32, {3}}, {&eps, DType::F64, {}}})[0], 3);
   EXPECT_NEAR(out[0], std::log(0.25 / 0.75), 1e-6);
   EXPECT_EQ(out[1], 0.f);
   EXPECT_NEAR(out[2], std::log(0.75 / 0.25), 1e-6);
@@ -209,7 +198,7 @@ TEST(ElementwiseMore, IsinAndInvert) {
       return std::vector<Arg>{Arg::tensor(b.parameter({DType::I64, {4}})), Arg::tensor(b.parameter({DType::I64, {3}})),
                               Arg::boolean(false), Arg::boolean(invert)};
     });
-    auto out = host<uint8_t>(execute(l, {{e, DType::I64, {4}}, {t, DType::I64, {3}}})[0], 4);
+    auto out = read<uint8_t>(execute(l, {{e, DType::I64, {4}}, {t, DType::I64, {3}}})[0], 4);
     uint8_t in = !invert, out_ = invert;
     EXPECT_EQ(out, (std::vector<uint8_t>{out_, in, out_, in}));
   }

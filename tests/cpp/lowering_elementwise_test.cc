@@ -13,6 +13,8 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::run_all;
+using testing::upload;
 
 TEST(Elementwise, AddTensorGolden) {
   auto l = lower("aten::add.Tensor", [](hlo::Builder& b) {
@@ -57,12 +59,9 @@ TEST(Elementwise, FloorDivideOfNegativeIntsRoundsDown) {
     return std::vector<Arg>{Arg::tensor(b.parameter({DType::I64, {4}})), Arg::tensor(b.parameter({DType::I64, {4}})),
                             Arg::string("floor")};
   });
-  auto exe = testing::client().compile(l.text, 0);
   int64_t a[4] = {-7, 7, -6, 5}, d[4] = {2, -2, 3, 5};
-  auto ba = testing::client().from_host(a, DType::I64, {4}, 0);
-  auto bd = testing::client().from_host(d, DType::I64, {4}, 0);
   int64_t out[4];
-  exe->execute({ba->get(), bd->get()})[0]->to_host(out, sizeof out);
+  run_all(l, {upload(a, DType::I64, {4}), upload(d, DType::I64, {4})})[0]->to_host(out, sizeof out);
   EXPECT_EQ(out[0], -4);
   EXPECT_EQ(out[1], -4);
   EXPECT_EQ(out[2], -2);
@@ -76,12 +75,9 @@ TEST(Elementwise, FloorDivideOfFloatsFollowsPython) {
     return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {6}})), Arg::tensor(b.parameter({DType::F32, {6}})),
                             Arg::string("floor")};
   });
-  auto exe = testing::client().compile(l.text, 0);
   float a[6] = {1, -1, 5, -7, 0.5f, 3}, d[6] = {0.1f, 0.1f, 0.5f, 2, 0, -0.7f};
-  auto ba = testing::client().from_host(a, DType::F32, {6}, 0);
-  auto bd = testing::client().from_host(d, DType::F32, {6}, 0);
   float out[6];
-  exe->execute({ba->get(), bd->get()})[0]->to_host(out, sizeof out);
+  run_all(l, {upload(a, DType::F32, {6}), upload(d, DType::F32, {6})})[0]->to_host(out, sizeof out);
   EXPECT_EQ(out[0], 9);
   EXPECT_EQ(out[1], -10);
   EXPECT_EQ(out[2], 10);
@@ -97,12 +93,9 @@ TEST(Elementwise, MaximumMinimumPropagateNaNFromEitherSide) {
     auto l = lower(op, [](hlo::Builder& b) {
       return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {3}})), Arg::tensor(b.parameter({DType::F32, {3}}))};
     });
-    auto exe = testing::client().compile(l.text, 0);
     float x[3] = {1, NAN, 2}, y[3] = {NAN, 1, 3};
-    auto bx = testing::client().from_host(x, DType::F32, {3}, 0);
-    auto by = testing::client().from_host(y, DType::F32, {3}, 0);
     float out[3];
-    exe->execute({bx->get(), by->get()})[0]->to_host(out, sizeof out);
+    run_all(l, {upload(x, DType::F32, {3}), upload(y, DType::F32, {3})})[0]->to_host(out, sizeof out);
     EXPECT_TRUE(std::isnan(out[0])) << op;
     EXPECT_TRUE(std::isnan(out[1])) << op;
     EXPECT_FALSE(std::isnan(out[2])) << op;
@@ -141,14 +134,11 @@ TEST(Elementwise, LerpOfBfloat16RoundsOnce) {
                             Arg::scalar(b.parameter({DType::F64, {}}))};
   });
   ASSERT_EQ(l.results[0].dtype(), DType::BF16);
-  auto exe = testing::client().compile(l.text, 0);
   uint16_t self = 0x4380, end = 0xC37E;  // 256, -254 in bfloat16
   double w = 0.7;
-  auto bs = testing::client().from_host(&self, DType::BF16, {1}, 0);
-  auto be = testing::client().from_host(&end, DType::BF16, {1}, 0);
-  auto bw = testing::client().from_host(&w, DType::F64, {}, 0);
   uint16_t out = 0;
-  exe->execute({bs->get(), be->get(), bw->get()})[0]->to_host(&out, sizeof out);
+  run_all(l, {upload(&self, DType::BF16, {1}), upload(&end, DType::BF16, {1}), upload(&w, DType::F64, {})})[0]->to_host(
+      &out, sizeof out);
   EXPECT_EQ(out, 0xC2CA);  // -101 in bfloat16
 }
 

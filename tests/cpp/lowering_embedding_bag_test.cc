@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "harness.h"
 
@@ -15,115 +14,19 @@ namespace {
 
 using hlo::Dims;
 using hlo::DType;
-using hlo::Value;
+using testing::any_failed;
 using testing::Arg;
+using testing::expect_values;
+using testing::Host;
+using testing::host;
+using testing::Prog;
+using testing::run_op;
 
 const double kNaN = std::nan("");
 
-struct Host {
-  DType dtype;
-  Dims dims;
-  std::vector<uint8_t> bytes;
-};
-template <typename T>
-Host host(DType t, Dims dims, const std::vector<T>& v) {
-  Host h{t, std::move(dims), std::vector<uint8_t>(v.size() * sizeof(T))};
-  if (!v.empty()) std::memcpy(h.bytes.data(), v.data(), h.bytes.size());
-  return h;
-}
 Host f32(Dims d, std::vector<float> v) { return host(DType::F32, std::move(d), v); }
 Host i64(Dims d, std::vector<int64_t> v) { return host(DType::I64, std::move(d), v); }
 Host i32(Dims d, std::vector<int32_t> v) { return host(DType::I32, std::move(d), v); }
-
-struct Output {
-  DType dtype;
-  Dims dims;
-  std::vector<double> v;
-};
-
-struct Prog {
-  hlo::Builder b;
-  std::vector<Host> inputs;
-  Arg t(Host h) {
-    inputs.push_back(h);
-    return Arg::tensor(b.parameter({h.dtype, h.dims}));
-  }
-};
-
-double to_double(const uint8_t* p, DType t) {
-  switch (t) {
-    case DType::Bool:
-      return *p;
-    case DType::I32:
-      return *reinterpret_cast<const int32_t*>(p);
-    case DType::I64:
-      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case DType::F32:
-      return *reinterpret_cast<const float*>(p);
-    case DType::F64:
-      return *reinterpret_cast<const double*>(p);
-    default:
-      throw std::runtime_error("unsupported output dtype in test");
-  }
-}
-
-struct Result {
-  std::vector<Output> outs;
-  std::vector<bool> checks;  // true = the check failed
-  std::vector<std::string> messages;
-};
-
-// Lowers `op`, runs it with its checks as extra results on the CPU plugin.
-Result run_op(Prog& p, const std::string& op, std::vector<Arg> args) {
-  auto fn = lowering::find_lowering(op);
-  if (!fn) throw std::runtime_error("no lowering for " + op);
-  lowering::Context cx(p.b, std::move(args), op);
-  std::vector<Value> outs = fn(cx);
-  std::vector<Value> all = outs;
-  for (const auto& c : cx.checks()) all.push_back(c.failed);
-  p.b.set_results(all);
-  auto exe = testing::client().compile(p.b.module_text(), 0);
-  std::vector<runtime::BufferPtr> bufs;
-  std::vector<PJRT_Buffer*> raw;
-  for (const Host& h : p.inputs) {
-    bufs.push_back(testing::client().from_host(h.bytes.data(), h.dtype, h.dims, 0));
-    raw.push_back(bufs.back()->get());
-  }
-  auto res = exe->execute(raw);
-  Result r;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const auto& type = all[i].type;
-    std::vector<uint8_t> bytes(type.numel() * hlo::byte_size(type.dtype));
-    if (!bytes.empty()) res[i]->to_host(bytes.data(), bytes.size());
-    std::vector<double> v;
-    for (size_t k = 0; k < bytes.size(); k += hlo::byte_size(type.dtype)) v.push_back(to_double(&bytes[k], type.dtype));
-    if (i < outs.size()) {
-      r.outs.push_back({type.dtype, type.dims, v});
-    } else {
-      r.checks.push_back(v.at(0) != 0);
-      r.messages.push_back(cx.checks()[i - outs.size()].message);
-    }
-  }
-  return r;
-}
-
-bool any_failed(const Result& r) {
-  for (bool c : r.checks)
-    if (c) return true;
-  return false;
-}
-
-void expect_values(const Output& o, DType dtype, const Dims& dims, const std::vector<double>& want) {
-  EXPECT_EQ(o.dtype, dtype);
-  EXPECT_EQ(o.dims, dims);
-  ASSERT_EQ(o.v.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i]))
-      EXPECT_TRUE(std::isnan(o.v[i])) << "at " << i;
-    else
-      EXPECT_NEAR(o.v[i], want[i], 1e-5) << "at " << i;
-  }
-}
 
 // The running example: 4 rows of 2, indices [0 2 1 3 3] in bags {0 2}, {}, {1 3 3}.
 Host weight() { return f32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}); }

@@ -32,14 +32,8 @@ void lower_binary(Checked& c, const std::string& op, DType t) {
 }
 
 bool check_fails(Checked& c, std::vector<int64_t> a, std::vector<int64_t> d) {
-  auto& client = testing::client();
-  auto exe = client.compile(c.b.module_text(), 0);
-  auto pa = client.from_host(a.data(), DType::I64, {4}, 0);
-  auto pd = client.from_host(d.data(), DType::I64, {4}, 0);
-  auto out = exe->execute({pa->get(), pd->get()});
-  bool failed = false;
-  out.at(1)->to_host(&failed, 1);
-  return failed;
+  auto out = testing::run_all(c.b.module_text(), {testing::upload(a, DType::I64, {4}), testing::upload(d, DType::I64, {4})});
+  return testing::read<uint8_t>(out.at(1), 1)[0] != 0;
 }
 
 TEST(ErrorKinds, IntegerDivisionChecksForZeroDivisors) {

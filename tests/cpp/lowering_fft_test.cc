@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <complex>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,41 +15,13 @@ namespace {
 
 using hlo::DType;
 using testing::Arg;
+using testing::Bytes;
+using testing::bytes;
+using testing::exec;
 using testing::lower;
-using Bytes = std::vector<uint8_t>;
+using testing::tensor;
+using testing::values;
 using c64 = std::complex<float>;
-
-template <typename T>
-Bytes bytes(std::vector<T> v) {
-  Bytes out(v.size() * sizeof(T));
-  std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-template <typename T>
-std::vector<T> values(const Bytes& b) {
-  std::vector<T> out(b.size() / sizeof(T));
-  std::memcpy(out.data(), b.data(), out.size() * sizeof(T));
-  return out;
-}
-
-Bytes exec(const testing::Lowered& l, const std::vector<Bytes>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<runtime::BufferPtr> bufs;
-  std::vector<PJRT_Buffer*> raw;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto& p = l.builder.parameters()[i];
-    bufs.push_back(testing::client().from_host(inputs[i].data(), p.dtype(), p.dims(), 0));
-    raw.push_back(bufs.back()->get());
-  }
-  auto outs = exe->execute(raw);
-  const auto& r = l.results[0];
-  Bytes host(r.type.numel() * hlo::byte_size(r.dtype()));
-  outs[0]->to_host(host.data(), host.size());
-  return host;
-}
-
-Arg tensor(hlo::Builder& b, DType t, hlo::Dims dims) { return Arg::tensor(b.parameter({t, std::move(dims)})); }
 
 void expect_near(const std::vector<c64>& got, const std::vector<c64>& want) {
   ASSERT_EQ(got.size(), want.size());
@@ -107,7 +78,7 @@ TEST(FftLowering, R2cOnesidedGoldenAndValues) {
       << l.text;
   EXPECT_EQ(l.results[0].type.str(), "tensor<3x1xcomplex<f32>>");
   // rfft([1, 2, 3, 4]) = [10, -2+2i, -2].
-  expect_near(values<c64>(exec(l, {bytes<float>({1, 2, 3, 4})})), {{10, 0}, {-2, 2}, {-2, 0}});
+  expect_near(values<c64>(exec(l, {bytes<float>({1, 2, 3, 4})})[0]), {{10, 0}, {-2, 2}, {-2, 0}});
 }
 
 TEST(FftLowering, C2cInverseScalesLikeTorch) {
@@ -121,7 +92,7 @@ TEST(FftLowering, C2cInverseScalesLikeTorch) {
             std::string::npos)
       << l.text;
   // sum_j x[j] exp(+2 pi i j k / 2) of [1, i]: [1+i, 1-i].
-  expect_near(values<c64>(exec(l, {bytes<c64>({{1, 0}, {0, 1}})})), {{1, 1}, {1, -1}});
+  expect_near(values<c64>(exec(l, {bytes<c64>({{1, 0}, {0, 1}})})[0]), {{1, 1}, {1, -1}});
 }
 
 TEST(FftLowering, C2cForwardByRootN) {
@@ -130,7 +101,7 @@ TEST(FftLowering, C2cForwardByRootN) {
   });
   EXPECT_NE(l.text.find("fft_length = array<i64: 2, 2>"), std::string::npos) << l.text;
   // 2-D DFT of [[1, 0], [0, 0]] is all ones; by 1/sqrt(4) it is 0.5.
-  expect_near(values<c64>(exec(l, {bytes<c64>({{1, 0}, {0, 0}, {0, 0}, {0, 0}})})),
+  expect_near(values<c64>(exec(l, {bytes<c64>({{1, 0}, {0, 0}, {0, 0}, {0, 0}})})[0]),
               {{0.5, 0}, {0.5, 0}, {0.5, 0}, {0.5, 0}});
 }
 
@@ -145,7 +116,7 @@ TEST(FftLowering, C2rGoldenAndValues) {
             std::string::npos)
       << l.text;
   EXPECT_EQ(l.text.find("stablehlo.multiply"), std::string::npos) << l.text;
-  auto got = values<float>(exec(l, {bytes<c64>({{10, 0}, {-2, 2}, {-2, 0}})}));
+  auto got = values<float>(exec(l, {bytes<c64>({{10, 0}, {-2, 2}, {-2, 0}})})[0]);
   std::vector<float> want = {1, 2, 3, 4};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5);
 }
@@ -162,7 +133,7 @@ TEST(FftLowering, ComplexAndPolar) {
   });
   // polar(2, pi/2) = 2i.
   auto auto_exec = [&](const testing::Lowered& low, const std::vector<Bytes>& in) {
-    return values<c64>(exec(low, in));
+    return values<c64>(exec(low, in)[0]);
   };
   expect_near(auto_exec(p, {bytes<float>({2}), bytes<float>({static_cast<float>(M_PI / 2)})}), {{0, 2}});
 }

@@ -5,8 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,58 +16,13 @@ namespace {
 
 using hlo::DType;
 using testing::Arg;
+using testing::bytes;
+using testing::exec;
 using testing::lower;
-
-// Inputs as raw bytes, one per program parameter (dtype and dims come from
-// the parameter); results come back as raw bytes, one per program result.
-using Bytes = std::vector<uint8_t>;
-
-template <typename T>
-Bytes bytes(std::vector<T> v) {
-  Bytes out(v.size() * sizeof(T));
-  std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-template <typename T>
-std::vector<T> values(const Bytes& b) {
-  std::vector<T> out(b.size() / sizeof(T));
-  std::memcpy(out.data(), b.data(), out.size() * sizeof(T));
-  return out;
-}
-
-std::vector<Bytes> exec(const testing::Lowered& l, const std::vector<Bytes>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<runtime::BufferPtr> bufs;
-  std::vector<PJRT_Buffer*> raw;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto& p = l.builder.parameters()[i];
-    EXPECT_EQ(inputs[i].size(), static_cast<size_t>(p.type.numel() * hlo::byte_size(p.dtype()))) << "input " << i;
-    bufs.push_back(testing::client().from_host(inputs[i].data(), p.dtype(), p.dims(), 0));
-    raw.push_back(bufs.back()->get());
-  }
-  auto outs = exe->execute(raw);
-  std::vector<Bytes> host;
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const auto& r = l.results[i];
-    host.emplace_back(r.type.numel() * hlo::byte_size(r.dtype()));
-    outs[i]->to_host(host.back().data(), host.back().size());
-  }
-  return host;
-}
-
-Arg tensor(hlo::Builder& b, DType t, hlo::Dims dims) { return Arg::tensor(b.parameter({t, std::move(dims)})); }
-Arg scalar(hlo::Builder& b, DType t) { return Arg::scalar(b.parameter({t, {}})); }
-
-// The message of the LoweringError that lowering `op` raises ("" if none).
-std::string lowering_error(const std::string& op, const std::function<std::vector<Arg>(hlo::Builder&)>& make_args) {
-  try {
-    lower(op, make_args);
-  } catch (const lowering::LoweringError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::lowering_error;
+using testing::scalar;
+using testing::tensor;
+using testing::values;
 
 std::vector<Arg> f32_args(hlo::Builder& b, const std::vector<hlo::Dims>& shapes) {
   std::vector<Arg> args;

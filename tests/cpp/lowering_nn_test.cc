@@ -15,29 +15,13 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::read;
+using testing::run_all;
+using testing::upload;
 
-// Runs every result of `l` with the given input buffers.
-std::vector<runtime::BufferPtr> run_all(const testing::Lowered& l, const std::vector<runtime::BufferPtr>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& b : inputs) raw.push_back(b->get());
-  return exe->execute(raw);
-}
-
-template <typename T>
-runtime::BufferPtr upload(const std::vector<T>& v, DType t, const hlo::Dims& dims) {
-  return testing::client().from_host(v.data(), t, dims, 0);
-}
 runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) { return upload(v, DType::F32, dims); }
 runtime::BufferPtr f64(double v) { return upload(std::vector<double>{v}, DType::F64, {}); }
 runtime::BufferPtr i64(const std::vector<int64_t>& v, const hlo::Dims& dims) { return upload(v, DType::I64, dims); }
-
-template <typename T>
-std::vector<T> read(const runtime::BufferPtr& b, size_t n) {
-  std::vector<T> host(n);
-  b->to_host(host.data(), n * sizeof(T));
-  return host;
-}
 
 // ---- softmax
 

@@ -12,22 +12,12 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::read;
+using testing::run_all;
+using testing::upload;
 
-std::vector<runtime::BufferPtr> run_all(const testing::Lowered& l, const std::vector<runtime::BufferPtr>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& b : inputs) raw.push_back(b->get());
-  return exe->execute(raw);
-}
-runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) {
-  return testing::client().from_host(v.data(), DType::F32, dims, 0);
-}
-runtime::BufferPtr f64(double v) { return testing::client().from_host(&v, DType::F64, {}, 0); }
-std::vector<float> read(const runtime::BufferPtr& b, size_t n) {
-  std::vector<float> host(n);
-  b->to_host(host.data(), n * sizeof(float));
-  return host;
-}
+runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) { return upload(v, DType::F32, dims); }
+runtime::BufferPtr f64(double v) { return upload(&v, DType::F64, {}); }
 void expect_near(const std::vector<float>& got, const std::vector<float>& want, double tol = 1e-5) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
@@ -49,11 +39,11 @@ TEST(NormBatch, TrainingNormalisesAndUpdatesRunningStats) {
   // x = [1, 3]: mean 2, biased var 1, unbiased var 2; weight 2, bias 1.
   auto r =
       run_all(l, {f32({1, 3}, {2, 1}), f32({2}, {1}), f32({1}, {1}), f32({0}, {1}), f32({1}, {1}), f64(0.1), f64(0)});
-  expect_near(read(r[0], 2), {-1, 3});
-  expect_near(read(r[1], 1), {2});
-  expect_near(read(r[2], 1), {1});
-  expect_near(read(r[3], 1), {0.2f});         // 0.9 * 0 + 0.1 * 2
-  expect_near(read(r[4], 1), {0.9f + 0.2f});  // 0.9 * 1 + 0.1 * 2
+  expect_near(read<float>(r[0], 2), {-1, 3});
+  expect_near(read<float>(r[1], 1), {2});
+  expect_near(read<float>(r[2], 1), {1});
+  expect_near(read<float>(r[3], 1), {0.2f});         // 0.9 * 0 + 0.1 * 2
+  expect_near(read<float>(r[4], 1), {0.9f + 0.2f});  // 0.9 * 1 + 0.1 * 2
 }
 
 TEST(NormBatch, EvalUsesRunningStatsAndKeepsThem) {
@@ -61,9 +51,9 @@ TEST(NormBatch, EvalUsesRunningStatsAndKeepsThem) {
   ASSERT_EQ(l.results[1].dims(), (hlo::Dims{0}));
   auto r =
       run_all(l, {f32({1, 3}, {2, 1}), f32({2}, {1}), f32({1}, {1}), f32({1}, {1}), f32({4}, {1}), f64(0.1), f64(0)});
-  expect_near(read(r[0], 2), {1, 3});  // (x - 1) / 2 * 2 + 1
-  expect_near(read(r[3], 1), {1});
-  expect_near(read(r[4], 1), {4});
+  expect_near(read<float>(r[0], 2), {1, 3});  // (x - 1) / 2 * 2 + 1
+  expect_near(read<float>(r[3], 1), {1});
+  expect_near(read<float>(r[4], 1), {4});
 }
 
 TEST(NormBatch, EvalBackward) {
@@ -82,9 +72,9 @@ TEST(NormBatch, EvalBackward) {
                             Arg::integers({1, 1, 1})};
   });
   auto r = run_all(l, {f32({1, 2}, {2, 1}), f32({1, 3}, {2, 1}), f32({3}, {1}), f32({1}, {1}), f32({4}, {1}), f64(0)});
-  expect_near(read(r[0], 2), {1.5, 3});
-  expect_near(read(r[1], 1), {1 * 0 + 2 * 1});  // sum g * (x - mean) / std
-  expect_near(read(r[2], 1), {3});
+  expect_near(read<float>(r[0], 2), {1.5, 3});
+  expect_near(read<float>(r[1], 1), {1 * 0 + 2 * 1});  // sum g * (x - mean) / std
+  expect_near(read<float>(r[2], 1), {3});
 }
 
 TEST(NormGroup, OneGroupOverChannelsAndSpace) {
@@ -101,9 +91,9 @@ TEST(NormGroup, OneGroupOverChannelsAndSpace) {
   });
   auto r = run_all(l, {f32({1, 2, 3, 4}, {1, 2, 2}), f64(0)});
   double s = std::sqrt(1.25);
-  expect_near(read(r[0], 4), {float(-1.5 / s), float(-0.5 / s), float(0.5 / s), float(1.5 / s)});
-  expect_near(read(r[1], 1), {2.5});
-  expect_near(read(r[2], 1), {float(1 / s)});
+  expect_near(read<float>(r[0], 4), {float(-1.5 / s), float(-0.5 / s), float(0.5 / s), float(1.5 / s)});
+  expect_near(read<float>(r[1], 1), {2.5});
+  expect_near(read<float>(r[2], 1), {float(1 / s)});
 }
 
 TEST(NormGroup, BackwardOfAConstantGradientIsZero) {
@@ -124,9 +114,9 @@ TEST(NormGroup, BackwardOfAConstantGradientIsZero) {
   float rstd = float(1 / std::sqrt(1.25));
   auto r = run_all(l, {f32({1, 1, 1, 1}, {1, 2, 2}), f32({1, 2, 3, 4}, {1, 2, 2}), f32({2.5}, {1, 1}),
                        f32({rstd}, {1, 1}), f32({1, 1}, {2})});
-  expect_near(read(r[0], 4), {0, 0, 0, 0});
-  expect_near(read(r[1], 2), {-2 * rstd, 2 * rstd});  // sum of xhat per channel
-  expect_near(read(r[2], 2), {2, 2});
+  expect_near(read<float>(r[0], 4), {0, 0, 0, 0});
+  expect_near(read<float>(r[1], 2), {-2 * rstd, 2 * rstd});  // sum of xhat per channel
+  expect_near(read<float>(r[2], 2), {2, 2});
 }
 
 }  // namespace

@@ -11,6 +11,8 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::run_all;
+using testing::upload;
 
 // One AdamW step (step 2, no amsgrad) on a 3-element parameter, against the
 // update written out by hand in double.
@@ -32,15 +34,10 @@ TEST(OptimAdamW, OneStepMatchesHandComputedUpdate) {
   float p[3] = {1.f, -2.f, 0.5f}, g[3] = {0.1f, 0.2f, -0.3f}, m[3] = {0.01f, 0.f, -0.02f}, v[3] = {0.001f, 0.002f, 0.f};
   float step = 2.f;
   double lr = 0.1, beta1 = 0.9, beta2 = 0.999, wd = 0.01, eps = 1e-8;
-  auto& c = testing::client();
-  std::vector<runtime::BufferPtr> bufs{c.from_host(p, DType::F32, {3}, 0),     c.from_host(g, DType::F32, {3}, 0),
-                                       c.from_host(m, DType::F32, {3}, 0),     c.from_host(v, DType::F32, {3}, 0),
-                                       c.from_host(&step, DType::F32, {}, 0),  c.from_host(&lr, DType::F64, {}, 0),
-                                       c.from_host(&beta1, DType::F64, {}, 0), c.from_host(&beta2, DType::F64, {}, 0),
-                                       c.from_host(&wd, DType::F64, {}, 0),    c.from_host(&eps, DType::F64, {}, 0)};
-  std::vector<PJRT_Buffer*> raw;
-  for (auto& buf : bufs) raw.push_back(buf->get());
-  auto out = c.compile(l.text, 0)->execute(raw);
+  auto out = run_all(l, {upload(p, DType::F32, {3}), upload(g, DType::F32, {3}), upload(m, DType::F32, {3}),
+                         upload(v, DType::F32, {3}), upload(&step, DType::F32, {}), upload(&lr, DType::F64, {}),
+                         upload(&beta1, DType::F64, {}), upload(&beta2, DType::F64, {}), upload(&wd, DType::F64, {}),
+                         upload(&eps, DType::F64, {})});
   ASSERT_EQ(out.size(), 4u);
   float p2[3], g2[3], m2[3], v2[3];
   out[0]->to_host(p2, sizeof p2);

@@ -12,25 +12,12 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::read;
+using testing::run_all;
+using testing::upload;
 
-std::vector<runtime::BufferPtr> run_all(const testing::Lowered& l, const std::vector<runtime::BufferPtr>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& b : inputs) raw.push_back(b->get());
-  return exe->execute(raw);
-}
-runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) {
-  return testing::client().from_host(v.data(), DType::F32, dims, 0);
-}
-runtime::BufferPtr i64(const std::vector<int64_t>& v, const hlo::Dims& dims) {
-  return testing::client().from_host(v.data(), DType::I64, dims, 0);
-}
-template <typename T>
-std::vector<T> read(const runtime::BufferPtr& b, size_t n) {
-  std::vector<T> host(n);
-  b->to_host(host.data(), n * sizeof(T));
-  return host;
-}
+runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) { return upload(v, DType::F32, dims); }
+runtime::BufferPtr i64(const std::vector<int64_t>& v, const hlo::Dims& dims) { return upload(v, DType::I64, dims); }
 void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "at " << i;
@@ -172,7 +159,7 @@ TEST(PoolUpsample, BilinearBackwardWithRuntimeScale) {
                             Arg::scalar(b.parameter({DType::F64, {}}))};
   });
   double two = 2.0;
-  auto scale = testing::client().from_host(&two, DType::F64, {}, 0);
+  auto scale = upload(&two, DType::F64, {});
   auto r = run_all(l, {f32({1, 1, 1, 1}, {1, 1, 1, 4}), scale});
   // weights onto source 0: 1, 0.75, 0.25, 0; onto source 1: 0, 0.25, 0.75, 1
   expect_near(read<float>(r[0], 2), {2, 2});

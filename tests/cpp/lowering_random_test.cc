@@ -15,33 +15,18 @@ namespace {
 using hlo::DType;
 using testing::Arg;
 using testing::lower;
+using testing::read;
+using testing::run_all;
+using testing::upload;
 
 constexpr int64_t kN = 10000;
 
-std::vector<runtime::BufferPtr> run_all(const testing::Lowered& l, const std::vector<runtime::BufferPtr>& inputs) {
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<PJRT_Buffer*> raw;
-  for (const auto& b : inputs) raw.push_back(b->get());
-  return exe->execute(raw);
-}
-
-template <typename T>
-runtime::BufferPtr upload(const std::vector<T>& v, DType t, const hlo::Dims& dims) {
-  return testing::client().from_host(v.data(), t, dims, 0);
-}
 runtime::BufferPtr f64(double v) { return upload(std::vector<double>{v}, DType::F64, {}); }
 runtime::BufferPtr state(uint64_t seed, uint64_t offset = 0) {
   return upload(std::vector<uint64_t>{seed, offset}, DType::U64, {2});
 }
 Arg rng(hlo::Builder& b) { return Arg::rng(b.parameter({DType::U64, {2}})); }
 Arg scalar(hlo::Builder& b) { return Arg::scalar(b.parameter({DType::F64, {}})); }
-
-template <typename T>
-std::vector<T> read(const runtime::BufferPtr& b, size_t n) {
-  std::vector<T> host(n);
-  b->to_host(host.data(), n * sizeof(T));
-  return host;
-}
 
 struct Moments {
   double mean = 0, std = 0, min = INFINITY, max = -INFINITY;

@@ -88,18 +88,9 @@ TEST(Sampling, GridSampler2dBackward) {
   });
   EXPECT_EQ(count(l.text, "\"stablehlo.scatter\""), 1u);
   ASSERT_EQ(l.results.size(), 2u);
-  auto exe = testing::client().compile(l.text, 0);
-  std::vector<std::vector<float>> in = {{1, 1, 1}, kInput, {0, 0, -1, -1, 1, -1}};
-  std::vector<runtime::BufferPtr> bufs;
-  std::vector<PJRT_Buffer*> raw;
-  for (size_t i = 0; i < in.size(); ++i) {
-    bufs.push_back(testing::client().from_host(in[i].data(), DType::F32, l.builder.parameters()[i].dims(), 0));
-    raw.push_back(bufs.back()->get());
-  }
-  auto out = exe->execute(raw);
-  std::vector<float> gi(4), gg(6);
-  out[0]->to_host(gi.data(), gi.size() * sizeof(float));
-  out[1]->to_host(gg.data(), gg.size() * sizeof(float));
+  auto out = testing::exec(
+      l, {testing::bytes<float>({1, 1, 1}), testing::bytes(kInput), testing::bytes<float>({0, 0, -1, -1, 1, -1})});
+  auto gi = testing::values<float>(out[0]), gg = testing::values<float>(out[1]);
   // Centre spreads a quarter to each pixel; the corners land on one pixel.
   expect_near(gi, {1.25f, 1.25f, 0.25f, 0.25f});
   // d/dx, d/dy times (size - 1) / 2; the right neighbour of (1, -1) is out

@@ -21,8 +21,8 @@ TEST(Runtime, AddsOnDevice) {
   b.set_results({b.add(x, y)});
   auto exe = client().compile(b.module_text(), 0);
   float a[4] = {1, 2, 3, 4}, c[4] = {10, 20, 30, 40}, out[4];
-  auto ba = client().from_host(a, DType::F32, {4}, 0);
-  auto bc = client().from_host(c, DType::F32, {4}, 0);
+  auto ba = client().from_host(a, runtime::ElementType::F32, {4}, 0);
+  auto bc = client().from_host(c, runtime::ElementType::F32, {4}, 0);
   auto r = exe->execute({ba->get(), bc->get()});
   ASSERT_EQ(r.size(), 1u);
   r[0]->to_host(out, sizeof out);
@@ -36,7 +36,7 @@ TEST(Runtime, OffersSeveralDevicesAndRunsOnEach) {
   b.set_results({b.mul(x, x)});
   auto exe = client().compile(b.module_text(), 1);
   int64_t a[3] = {-2, 3, 5}, out[3];
-  auto r = exe->execute({client().from_host(a, DType::I64, {3}, 1)->get()});
+  auto r = exe->execute({client().from_host(a, runtime::ElementType::S64, {3}, 1)->get()});
   r[0]->to_host(out, sizeof out);
   EXPECT_EQ(out[0], 4);
   EXPECT_EQ(out[2], 25);
@@ -47,7 +47,7 @@ TEST(Runtime, ZeroElementResultCopiesNothing) {
   auto x = b.parameter({DType::F32, {0, 3}});
   b.set_results({b.add(x, x)});
   auto exe = client().compile(b.module_text(), 0);
-  auto r = exe->execute({client().from_host(nullptr, DType::F32, {0, 3}, 0)->get()});
+  auto r = exe->execute({client().from_host(nullptr, runtime::ElementType::F32, {0, 3}, 0)->get()});
   r[0]->to_host(nullptr, 0);  // used to wait on the null event PJRT returns for a size query
   SUCCEED();
 }
