@@ -479,11 +479,18 @@ CallResult Engine::run(const OpCall& call) {
       c.failed->to_host(&bad, 1);
       if (bad) throw CheckError(call.op->name + ": " + c.message, c.kind);
     }
-  } else if (!checks.empty()) {
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto& c : checks) pending_checks_.push_back(std::move(c));
+  } else if (call.defer_checks) {
+    result.checks = std::move(checks);
+  } else {
+    add_checks(std::move(checks));
   }
   return result;
+}
+
+void Engine::add_checks(std::vector<CallResult::Check> checks) {
+  if (checks.empty()) return;
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& c : checks) pending_checks_.push_back(std::move(c));
 }
 
 void Engine::await_in_flight(size_t keep) {

@@ -115,6 +115,11 @@ struct OpCall {
   // One entry per op result: the view the result is written into (in-place
   // and out= variants), or slot == nullptr for a fresh output tensor.
   std::vector<CallArg::TensorRef> targets;
+  // Strict mode: hand the program's runtime checks back in CallResult
+  // instead of queueing them, for a caller that still validates the call
+  // after it ran (out= casts) and queues them with add_checks() only if the
+  // call succeeds, so a refused call leaves no check behind.
+  bool defer_checks = false;
 };
 
 // What a call produced: the buffers of results that go to fresh tensors, in
@@ -122,6 +127,12 @@ struct OpCall {
 struct CallResult {
   std::vector<runtime::BufferPtr> buffers;
   std::vector<hlo::TensorType> types;
+  struct Check {
+    runtime::BufferPtr failed;
+    std::string message;
+    lowering::ErrorKind kind;
+  };
+  std::vector<Check> checks;  // only with OpCall::defer_checks
 };
 
 struct Metrics {
@@ -161,6 +172,8 @@ class Engine {
   // Runs one op: looks up or compiles its program and enqueues it. Strict
   // mode returns at once; debug mode waits and raises errors here.
   CallResult run(const OpCall& call);
+  // Queues runtime checks a deferred call returned (read at the next sync).
+  void add_checks(std::vector<CallResult::Check> checks);
 
   // Sync point: waits for every program enqueued so far, then reads pending
   // runtime checks; raises the first failure of either.
@@ -227,11 +240,7 @@ class Engine {
     size_t operator()(const ScalarKey& k) const { return std::hash<uint64_t>()(k.bits * 31 + k.kind); }
   };
   std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;
-  struct PendingCheck {
-    runtime::BufferPtr failed;
-    std::string message;
-    lowering::ErrorKind kind;
-  };
+  using PendingCheck = CallResult::Check;
   std::vector<PendingCheck> pending_checks_;
   // Completion of programs enqueued since the last sync (with the op name for
   // errors). Bounded: past kMaxInFlight the oldest half is awaited.
