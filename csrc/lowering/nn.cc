@@ -1106,16 +1106,28 @@ Value pair_position(hlo::Builder& b, int64_t n) {
   return b.select(b.compare(i, j, "EQ"), b.full(-1, m), pos);
 }
 
-// _pdist_forward(self [N, M], p) -> [N (N - 1) / 2]
+// pdist's size(0) and size(1) checks: IndexError as ATen's.
+void pdist_sizes(Context& cx, Value self) {
+  if (self.rank() == 0) cx.fail("Dimension specified as 0 but tensor has no dimensions", ErrorKind::Index);
+  if (self.rank() == 1)
+    cx.fail("Dimension out of range (expected to be in range of [-1, 0], but got 1)", ErrorKind::Index);
+}
+
+// _pdist_forward(self [N, M], p) -> [N (N - 1) / 2]. CPU's kernel reads a
+// rank > 2 self as numel / M contiguous rows of M and gives the first
+// N (N - 1) / 2 pairs of them.
 V pdist_forward(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
-  if (self.rank() != 2) cx.fail("pdist only supports 2D tensors, got: " + std::to_string(self.rank()) + "D");
+  pdist_sizes(cx, self);
   DType out = self.dtype(), t = hlo::opmath_type(out);
   int64_t n = self.dims()[0], m = self.dims()[1];
   int64_t len = n * (n - 1) / 2;
-  if (len == 0 || m == 0) return {b.full(0, {out, {len}})};
-  auto [is, js] = pdist_rows(b, n, len);
+  if (len <= 0 || m == 0) return {b.full(0, {out, {std::max<int64_t>(len, 0)}})};
+  if (out != DType::F32 && out != DType::F64) refuse_dtype(cx, out, "pdist");
+  int64_t rows = self.type.numel() / m;
+  if (self.rank() > 2) self = b.reshape(self, {rows, m});
+  auto [is, js] = pdist_rows(b, rows, len);
   Value x = b.convert(self, t);
   Value xi = b.take_along(x, is, 0), xj = b.take_along(x, js, 0);
   return {b.convert(p_distance(b, b.sub(xi, xj), cx.as(1, t)), out)};
@@ -1123,23 +1135,51 @@ V pdist_forward(Context& cx) {
 
 // _pdist_backward(grad, self, p, pdist) -> [N, M]: cdist's backward of self
 // against itself with the condensed grad/dist spread over a symmetric
-// matrix (0 on the diagonal).
+// matrix (0 on the diagonal). As CPU's kernel, a rank > 2 self gets the
+// gradient of its first N M elements as [N, M] (the rest 0), and grad and
+// pdist are read flat.
 V pdist_backward(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(1);
   DType out = self.dtype(), t = hlo::opmath_type(out);
-  int64_t n = self.dims()[0];
-  if (n < 2) return {b.full(0, {out, self.dims()})};
+  if (out != DType::F32 && out != DType::F64) refuse_dtype(cx, out, "pdist_backward");
+  pdist_sizes(cx, self);
+  int64_t n = self.dims()[0], m = self.dims()[1];
+  int64_t len = n * (n - 1) / 2;
+  if (n < 2 || m == 0 || self.type.numel() == 0 || cx.tensor(0).type.numel() == 0)
+    return {b.full(0, {out, self.dims()})};
+  for (size_t i : {0, 3})
+    if (cx.tensor(i).dtype() != out)
+      cx.fail("expected scalar type " + std::string(hlo::scalar_type_name(out)) + " but found " +
+              std::string(hlo::scalar_type_name(cx.tensor(i).dtype())));
+  auto condensed = [&](size_t i) {
+    Value v = cx.as(i, t);
+    int64_t have = v.type.numel();
+    if (have < len) cx.fail("_pdist_backward: grad and pdist need N (N - 1) / 2 elements");
+    v = b.reshape(v, {have});
+    return have == len ? v : b.slice(v, {0}, {len}, {1});
+  };
+  Value grad = condensed(0), pd = condensed(3);
+  Dims full = self.dims();
+  int64_t total = self.type.numel();
+  if (self.rank() > 2) self = b.slice(b.reshape(self, {total}), {0}, {n * m}, {1});
+  self = b.reshape(self, {n, m});
   Value pos = pair_position(b, n);
   Value safe = b.max(pos, b.full(0, pos.type));
   Value diag = b.compare(pos, b.full(-1, pos.type), "EQ");
   auto spread = [&](Value v) {
-    Value full = b.reshape(b.take_along(v, b.reshape(safe, {n * n}), 0), {n, n});
-    return b.select(diag, b.full(0, full.type), full);
+    Value sq = b.reshape(b.take_along(v, b.reshape(safe, {n * n}), 0), {n, n});
+    return b.select(diag, b.full(0, sq.type), sq);
   };
   Value x = b.convert(self, t);
-  Value g = spread(cx.as(0, t)), dist = spread(cx.as(3, t));
-  return {b.convert(cdist_grad(b, g, x, x, cx.as(2, t), dist), out)};
+  Value g = spread(grad), dist = spread(pd);
+  Value r = b.convert(cdist_grad(b, g, x, x, cx.as(2, t), dist), out);
+  if (full.size() > 2) {
+    r = b.reshape(r, {n * m});
+    if (total > n * m) r = b.concatenate({r, b.full(0, {out, {total - n * m}})}, 0);
+    r = b.reshape(r, full);
+  }
+  return {r};
 }
 
 // ---- rrelu

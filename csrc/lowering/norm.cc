@@ -52,11 +52,21 @@ DType stat_type(Context& cx, DType in, std::initializer_list<size_t> others) {
 V batch_norm_impl(Context& cx, bool stats, bool always_train = false) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
-  if (in.rank() < 2) cx.fail("input must have at least 2 dims");
+  // CPU's errors for a rank 0 or 1 input (its reduction dims underflow, or
+  // size(1) is out of range)
+  if (in.rank() == 0)
+    cx.fail(
+        "SmallVector unable to grow. Requested capacity (18446744073709551615) is larger than maximum value for "
+        "size type (4294967295)",
+        ErrorKind::Value);
+  if (in.rank() < 2)
+    cx.fail("Dimension out of range (expected to be in range of [-1, 0], but got 1)", ErrorKind::Index);
   size_t rm_i = 3, rv_i = 4, train_i = stats ? 5 : 3;
   if (always_train) train_i = 4;
   size_t mom_i = train_i + 1, eps_i = train_i + 2;
   bool has_rm = stats && !cx.none(rm_i), has_rv = stats && !cx.none(rv_i);
+  if (has_rm != has_rv)
+    cx.fail("running_mean and running_var must either both be None or neither be None", ErrorKind::Value);
   bool train = always_train || cx.flag(train_i) || !has_rm || !has_rv;
   DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
   DType st = stats ? stat_type(cx, out, {1, 2, rm_i, rv_i}) : stat_type(cx, out, {1, 2});
@@ -114,7 +124,9 @@ V batch_norm_with_update(Context& cx) {
 V batch_norm_backward(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(1);
-  if (in.rank() < 2) cx.fail("input must have at least 2 dims");
+  if (in.rank() == 0) cx.fail("Dimension specified as 1 but tensor has no dimensions", ErrorKind::Index);
+  if (in.rank() < 2)
+    cx.fail("Dimension out of range (expected to be in range of [-1, 0], but got 1)", ErrorKind::Index);
   DType t = hlo::opmath_type(float_type(in.dtype()));
   const Dims& full = in.dims();
   int64_t c = full[1];

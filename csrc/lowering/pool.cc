@@ -462,14 +462,80 @@ Linear linear_index(Context& cx, size_t scale_arg, int64_t in, int64_t out, bool
   return {i0, b.add(i0, step), b.sub(b.constant(1, t), l1), l1};
 }
 
+// upsample_{1,2,3}d_common_check (ATen's UpSample.h): output_size has N
+// entries, input_size N + 2, and every spatial size is positive.
+void upsample_common_check(Context& cx, int64_t n, const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  auto sz = [](size_t v) { return std::to_string(v); };
+  if (static_cast<int64_t>(out.size()) != n)
+    cx.fail("It is expected output_size equals to " + sz(n) + ", but got size " + sz(out.size()));
+  if (static_cast<int64_t>(in.size()) != n + 2)
+    cx.fail("It is expected input_size equals to " + sz(n + 2) + ", but got size " + sz(in.size()));
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok = ok && in[2 + i] > 0 && out[i] > 0;
+  if (ok) return;
+  const char* names[3] = {"D", "H", "W"};
+  auto list = [&](const std::vector<int64_t>& v, int64_t off) {
+    std::string r;
+    for (int64_t i = 0; i < n; ++i)
+      r += std::string(i ? ", " : "") + names[3 - n + i] + ": " + std::to_string(v[off + i]);
+    return r;
+  };
+  std::string msg = "Input and output sizes should be greater than 0, but got input (" + list(in, 2) + ")" +
+                    (n == 1 ? " and output (" : " output (") + list(out, 0) + ")";
+  cx.fail(msg);
+}
+
+// The forward's checks: the common check on self's sizes, then a non-empty
+// batch (ATen: "Non-empty <N + 2>D data tensor expected").
+void upsample_forward_check(Context& cx, int64_t n, Value x, const std::vector<int64_t>& out) {
+  std::vector<int64_t> in(x.dims().begin(), x.dims().end());
+  upsample_common_check(cx, n, in, out);
+  int64_t rest = 1;
+  for (size_t i = 1; i < in.size(); ++i) rest *= in[i];
+  if (x.type.numel() == 0 && rest == 0) {
+    std::string sizes;
+    for (size_t i = 0; i < in.size(); ++i) sizes += (i ? ", " : "") + std::to_string(in[i]);
+    cx.fail("Non-empty " + std::to_string(n + 2) + "D data tensor expected but got a tensor with sizes [" + sizes +
+            "]");
+  }
+}
+
+// The backward's checks: the common check on input_size, then grad_output
+// shaped as the output [N, C, out...] (ATen's check_dim_size for the 1-d
+// ops and nearest; the others' "same shape as output" message).
+void upsample_backward_check(Context& cx, int64_t n, Value go, const std::vector<int64_t>& in,
+                             const std::vector<int64_t>& out, bool dim_size_style) {
+  upsample_common_check(cx, n, in, out);
+  std::vector<int64_t> full = {in[0], in[1]};
+  full.insert(full.end(), out.begin(), out.end());
+  int64_t rank = n + 2;
+  if (dim_size_style) {
+    for (int64_t i = 0; i < rank; ++i)
+      if (go.rank() != rank || go.dims()[i] != full[i])
+        cx.fail("Expected a tensor of dimension " + std::to_string(rank) + " and tensor.size[" + std::to_string(i) +
+                "] == " + std::to_string(full[i]) + " but got: dimension " + std::to_string(go.rank()) +
+                " and tensor.size[" + std::to_string(i) +
+                "] = " + (i < go.rank() ? std::to_string(go.dims()[i]) : std::string("?")));
+    return;
+  }
+  if (go.rank() != rank)
+    cx.fail("Expected grad_output to be a tensor of dimension " + std::to_string(rank) + " but got: dimension " +
+            std::to_string(go.rank()));
+  for (int64_t i = 0; i < rank; ++i)
+    if (go.dims()[i] != full[i])
+      cx.fail("Expected grad_output to have the same shape as output; output.size(" + std::to_string(i) +
+              ") = " + std::to_string(full[i]) + " but got grad_output.size(" + std::to_string(i) +
+              ") = " + std::to_string(go.dims()[i]));
+}
+
 // upsample_nearest{1,2,3}d / _upsample_nearest_exact{1,2,3}d(self,
 //   output_size, scales...?)
 template <int N, bool Exact>
 V upsample_nearest(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
+  upsample_forward_check(cx, N, x, cx.ints(1));
   int64_t lead = x.rank() - N;
-  if (lead < 1) cx.fail("input has too few dims");
   Dims out = expand(cx, cx.ints(1), N, "output_size");
   for (int64_t i = 0; i < N; ++i)
     x = b.take_along(x, nearest_index(cx, 2 + i, x.dims()[lead + i], out[i], Exact), lead + i);
@@ -483,8 +549,8 @@ V upsample_nearest_backward(Context& cx) {
   auto& b = cx.b;
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
+  upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
   int64_t lead = go.rank() - N;
-  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
   DType t = hlo::opmath_type(float_type(go.dtype()));
   Value g = b.convert(go, t);
   for (int64_t i = 0; i < N; ++i) {
@@ -500,8 +566,8 @@ template <int N>
 V upsample_linear(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
+  upsample_forward_check(cx, N, in, cx.ints(1));
   int64_t lead = in.rank() - N;
-  if (lead < 1) cx.fail("input has too few dims");
   Dims out = expand(cx, cx.ints(1), N, "output_size");
   bool align = cx.flag(2);
   DType t = hlo::opmath_type(float_type(in.dtype()));
@@ -524,8 +590,8 @@ V upsample_linear_backward(Context& cx) {
   auto& b = cx.b;
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
+  upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
   int64_t lead = go.rank() - N;
-  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));
   Value g = b.convert(go, t);
@@ -594,8 +660,8 @@ Cubic cubic_index(Context& cx, size_t scale_arg, int64_t in, int64_t out, bool a
 V upsample_bicubic2d(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
+  upsample_forward_check(cx, 2, in, cx.ints(1));
   int64_t lead = in.rank() - 2;
-  if (lead < 1) cx.fail("input has too few dims");
   Dims out = expand(cx, cx.ints(1), 2, "output_size");
   bool align = cx.flag(2);
   DType t = hlo::opmath_type(float_type(in.dtype()));
@@ -621,8 +687,8 @@ V upsample_bicubic2d_backward(Context& cx) {
   auto& b = cx.b;
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
+  upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
   int64_t lead = go.rank() - 2;
-  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));
   Value g = b.convert(go, t);
@@ -685,8 +751,8 @@ Value apply_rows(hlo::Builder& b, Value x, Value w, int64_t d) {
 V upsample_bilinear2d_aa(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
+  upsample_forward_check(cx, 2, in, cx.ints(1));
   int64_t lead = in.rank() - 2;
-  if (lead < 1) cx.fail("input has too few dims");
   Dims out = expand(cx, cx.ints(1), 2, "output_size");
   bool align = cx.flag(2);
   DType t = hlo::opmath_type(float_type(in.dtype()));
@@ -704,8 +770,8 @@ V upsample_bilinear2d_aa_backward(Context& cx) {
   auto& b = cx.b;
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
+  upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
   int64_t lead = go.rank() - 2;
-  if (lead < 1 || static_cast<int64_t>(in.size()) != go.rank()) cx.fail("input_size does not match grad_output");
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));
   Value g = b.convert(go, t);
