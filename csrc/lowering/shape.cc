@@ -435,9 +435,8 @@ void check_index_func(Context& cx, const Value& self0, int64_t dim, const Value&
   if (n != (src0.rank() == 0 ? 1 : src0.dims()[dim])) {
     if (src0.rank() == 0)
       cx.fail("Dimension specified as " + std::to_string(dim) + " but tensor has no dimensions", ErrorKind::Index);
-    cx.fail(name + "(): Number of indices (" + std::to_string(n) + ") should be equal to source.size(dim) (" +
-                std::to_string(src0.dims()[dim]) + ")",
-            ErrorKind::Index);
+    cx.fail(name + "(): Number of indices (" + std::to_string(n) + ") should be equal to source.size(dim): (" +
+            std::to_string(src0.dims()[dim]) + "), for dim: " + std::to_string(dim));
   }
 }
 
@@ -874,6 +873,10 @@ V put(Context& cx) {
   bool accumulate = cx.flag_or(3, false);
   if (index.dtype() != DType::I64)
     cx.fail("put_(): Expected a long tensor for index, but got " + std::string(hlo::dtype_name(index.dtype())));
+  if (cx.tensor(2).dtype() != self.dtype())
+    cx.fail("put_(): self and source expected to have the same dtype, but got self.dtype = " +
+            std::string(hlo::dtype_name(self.dtype())) +
+            " and source.dtype = " + std::string(hlo::dtype_name(cx.tensor(2).dtype())));
   int64_t n = index.type.numel(), size = self.type.numel();
   if (source.type.numel() != n)
     cx.fail("put_(): Expected source and index to have the same number of elements, but got source.numel() = " +
