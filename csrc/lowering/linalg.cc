@@ -95,6 +95,14 @@ V addmm(Context& cx) {
 
 // ---- batched
 
+// Tensor::size(d) as ATen reads it: a 0-dim tensor has no dim to read
+// (IndexError), others wrap d against their rank.
+int64_t size_at(Context& cx, const Value& v, int64_t d) {
+  if (v.rank() == 0)
+    cx.fail("Dimension specified as " + std::to_string(d) + " but tensor has no dimensions", ErrorKind::Index);
+  return v.dims()[cx.dim(d, v.rank())];
+}
+
 // Checks for batch1 @ batch2 of shapes [b, n, k] and [b, k, p].
 void check_bmm(Context& cx, const Value& x, const Value& y) {
   require_rank(cx, x, 3, "batch1");
@@ -116,6 +124,10 @@ V bmm(Context& cx) {
 // aten::baddbmm(self, batch1, batch2, *, Scalar beta=1, Scalar alpha=1)
 V baddbmm(Context& cx) {
   Value x = cx.tensor(1), y = cx.tensor(2);
+  // ATen reads the result's sizes (self expanded to them) before its checks.
+  size_at(cx, x, 0);
+  size_at(cx, x, 1);
+  size_at(cx, y, 2);
   check_bmm(cx, x, y);
   return {scaled_add(cx, cx.tensor(0), product(cx.b, x, y, {0}, {0}, {2}, {1}), x.dtype())};
 }
@@ -124,6 +136,9 @@ V baddbmm(Context& cx) {
 // batch products summed over the batch, [n, p].
 V addbmm(Context& cx) {
   Value x = cx.tensor(1), y = cx.tensor(2);
+  // ATen reads the result's sizes (self expanded to them) before its checks.
+  size_at(cx, x, 1);
+  size_at(cx, y, 2);
   check_bmm(cx, x, y);
   return {scaled_add(cx, cx.tensor(0), product(cx.b, x, y, {}, {}, {0, 2}, {0, 1}), x.dtype())};
 }
@@ -199,13 +214,15 @@ V addr(Context& cx) {
 V linalg_cross(Context& cx) {
   auto& b = cx.b;
   auto [x, y] = promote(cx, 0, 1);
+  if (x.rank() != y.rank()) cx.fail("linalg.cross: inputs must have the same number of dimensions.");
+  int64_t given = cx.integer_or(2, -1);
+  int64_t xs = size_at(cx, x, given), ys = size_at(cx, y, given);
+  if (xs != 3 || ys != 3)
+    cx.fail("linalg.cross: inputs dimension " + std::to_string(given) + " must have length 3. Got " +
+            std::to_string(xs) + " and " + std::to_string(ys));
   Dims d = hlo::broadcast_shapes(x.dims(), y.dims());
   int64_t r = static_cast<int64_t>(d.size());
-  if (x.rank() != y.rank()) cx.fail("linalg.cross: inputs must have the same number of dimensions.");
-  int64_t dim = cx.dim(cx.integer_or(2, -1), r);
-  if (x.dims()[dim] != 3 || y.dims()[dim] != 3)
-    cx.fail("linalg.cross: inputs dimension " + std::to_string(cx.integer_or(2, -1)) + " must have length 3. Got " +
-            std::to_string(x.dims()[dim]) + " and " + std::to_string(y.dims()[dim]));
+  int64_t dim = cx.dim(given, r);
   x = b.broadcast_to(x, d);
   y = b.broadcast_to(y, d);
   auto part = [&](const Value& v, int64_t i) {

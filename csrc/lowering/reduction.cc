@@ -534,7 +534,11 @@ V cum_extremum(Context& cx, bool is_max) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
   DType vt = cx.tensor(1).dtype(), it = cx.tensor(2).dtype();
-  if (x.rank() == 0) return {b.convert(x, vt), b.constant(0, it)};
+  // ATen's helper reads self.size(dim): a 0-dim self has none (the
+  // cummax/cummin composites handle 0-dim themselves).
+  if (x.rank() == 0)
+    cx.fail("Dimension specified as " + std::to_string(cx.integer(3)) + " but tensor has no dimensions",
+            ErrorKind::Index);
   int64_t d = cx.dim(cx.integer(3), x.rank());
   Value idx = b.iota(TensorType{DType::I64, x.dims()}, d);
   Value init = is_max ? lowest(b, x.dtype()) : highest(b, x.dtype());

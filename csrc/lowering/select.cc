@@ -328,8 +328,9 @@ V unique(Context& cx) {
 V repeat_interleave(Context& cx) {
   auto& b = cx.b;
   Value rep = cx.tensor(0);
-  if (rep.rank() > 1) cx.fail("repeat_interleave only accept 1D vector as repeat");
-  if (!hlo::is_integral(rep.dtype()) || rep.dtype() == DType::Bool) cx.fail("repeats has to be Long or Int tensor");
+  // ATen dispatches on the index types (Int, Long) before its checks.
+  if (rep.dtype() != DType::I32 && rep.dtype() != DType::I64) refuse_dtype(cx, rep.dtype(), "repeat_interleave_cpu");
+  if (rep.rank() != 1) cx.fail("repeat_interleave only accept 1D vector as repeat");
   if (cx.none(1)) cx.fail("repeat_interleave: output_size is required");
   int64_t out = cx.integer(1), n = rep.type.numel();
   if (out == 0 || n == 0) return {b.full(0, TensorType{rep.dtype(), {out}})};
@@ -345,8 +346,10 @@ V repeat_interleave(Context& cx) {
 V bincount(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
-  if (x.rank() != 1 || !hlo::is_integral(x.dtype()) || x.dtype() == DType::Bool)
-    cx.fail("bincount only supports 1-d non-negative integral inputs.");
+  // ATen dispatches on the integral types before its checks.
+  if (!hlo::is_integral(x.dtype()) || x.dtype() == DType::Bool) refuse_dtype(cx, x.dtype(), "bincount_cpu");
+  if (cx.integer_or(2, 0) < 0) cx.fail("minlength should be >= 0");
+  if (x.rank() != 1) cx.fail("bincount only supports 1-d non-negative integral inputs.");
   int64_t size = cx.integer_or(2, 0), n = x.type.numel();
   DType out = DType::I64;
   Value w;

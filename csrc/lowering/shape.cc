@@ -198,7 +198,8 @@ V roll(Context& cx) {
   if (shifts.size() != dims.size())
     cx.fail("shifts and dimensions must align. shifts: " + std::to_string(shifts.size()) +
             ", dims:" + std::to_string(dims.size()));
-  if (x.rank() == 0) return {x};
+  if (x.rank() == 0)
+    cx.fail("Dimension specified as " + std::to_string(dims[0]) + " but tensor has no dimensions", ErrorKind::Index);
   for (size_t i = 0; i < dims.size(); ++i) x = roll_dim(b, x, shifts[i], cx.dim(dims[i], x.rank()));
   return {x};
 }
@@ -415,6 +416,30 @@ V scatter_reduce_two(Context& cx) {
   return {cx.b.reshape(r, s.out)};
 }
 
+// The checks ATen's index_add/index_reduce meta makes first, in its order:
+// index a vector (IndexError), self and source of one dtype, dim within
+// source, one source slice per index (IndexError).
+void check_index_func(Context& cx, const Value& self0, int64_t dim, const Value& index, const Value& src0,
+                      const std::string& name) {
+  if (index.rank() > 1)
+    cx.fail(name + "(): Index is supposed to be a vector, but got dim: " + std::to_string(index.rank()) +
+                " with type: " + std::string(hlo::dtype_name(index.dtype())) + " and size: " + dims_str(index.dims()),
+            ErrorKind::Index);
+  if (self0.dtype() != src0.dtype())
+    cx.fail(name + "(): self (" + std::string(hlo::dtype_name(self0.dtype())) + ") and source (" +
+            std::string(hlo::dtype_name(src0.dtype())) + ") must have the same scalar type");
+  if (dim != 0 && dim >= src0.rank())
+    cx.fail(name + "(): Indexing dim " + std::to_string(dim) + " is out of bounds of the source tensor with dim " +
+            std::to_string(src0.rank()));
+  int64_t n = index.type.numel();
+  if (n != (src0.rank() == 0 ? 1 : src0.dims()[dim])) {
+    if (src0.rank() == 0)
+      cx.fail("Dimension specified as " + std::to_string(dim) + " but tensor has no dimensions", ErrorKind::Index);
+    cx.fail(name + "(): Number of indices (" + std::to_string(n) + ") should be equal to source.size(dim): (" +
+            std::to_string(src0.dims()[dim]) + "), for dim: " + std::to_string(dim));
+  }
+}
+
 // index_add(self, dim, index, source, *, alpha): self[.., index[i], ..] += alpha * source[.., i, ..].
 V index_add(Context& cx) {
   auto& b = cx.b;
@@ -422,7 +447,7 @@ V index_add(Context& cx) {
   Value self = at_least_1d(b, self0);
   int64_t dim = cx.dim(cx.integer(1), self.rank());
   Value index = cx.tensor(2);
-  if (index.rank() > 1) cx.fail("index_add_(): Index is supposed to be a vector");
+  check_index_func(cx, self0, dim, index, cx.tensor(3), "index_add_");
   int64_t n = index.type.numel(), size = self.dims()[dim];
   Value idx = b.reshape(index_arg(cx, index), {n});
   Value src = at_least_1d(b, cx.as(3, self.dtype()));
@@ -755,7 +780,41 @@ V index_copy(Context& cx) {
   Value self0 = cx.tensor(0);
   Value self = at_least_1d(b, self0);
   int64_t dim = cx.dim(cx.integer(1), self.rank());
-  if (cx.tensor(2).dtype() != DType::I64) cx.fail("index_copy_(): Expected a long tensor for index");
+  {
+    // ATen's index_copy meta, in its order.
+    Value index = cx.tensor(2), src0 = cx.tensor(3);
+    if (index.rank() >= 2)
+      cx.fail("index_copy_(): Index should have dimension 1 or 0 (got " + std::to_string(index.rank()) + ")",
+              ErrorKind::Index);
+    int64_t n = index.type.numel();
+    if (src0.rank() == 0 && n != 1)
+      cx.fail("index_copy_(): When source is scalar, index should have one element (got " + std::to_string(n) + ")",
+              ErrorKind::Index);
+    if (src0.rank() != self0.rank() && src0.rank() != 0 && self0.rank() != 0)
+      cx.fail(
+          "index_copy_(): When source and destination are not scalars, their dimensionality must match. Source "
+          "dimensionality (" +
+              std::to_string(src0.rank()) + "), destination dimensionality (" + std::to_string(self0.rank()) + ")",
+          ErrorKind::Index);
+    if (index.dtype() != DType::I64)
+      cx.fail("index_copy_(): Expected a long tensor for index, but got " +
+              std::string(hlo::dtype_name(index.dtype())));
+    if (self0.dtype() != src0.dtype())
+      cx.fail("index_copy_(): self and source expected to have the same dtype, but got (self) " +
+              std::string(hlo::dtype_name(self0.dtype())) + " and (source) " +
+              std::string(hlo::dtype_name(src0.dtype())));
+    Dims ss = self0.dims(), rs = src0.dims();
+    if (!ss.empty()) ss.erase(ss.begin() + dim);
+    if (!rs.empty() && dim < static_cast<int64_t>(rs.size())) rs.erase(rs.begin() + dim);
+    if (ss != rs)
+      cx.fail("index_copy_(): Source/destination tensor must have same slice shapes. Destination slice shape: " +
+              dims_str(ss) + " at dimension " + std::to_string(dim) + " and source slice shape: " + dims_str(rs) +
+              " at dimension 0.");
+    if (src0.rank() > 0 && n != src0.dims()[dim])
+      cx.fail("index_copy_(): Number of indices (" + std::to_string(n) + ") should be equal to source.size(dim) (" +
+                  std::to_string(src0.dims()[dim]) + ")",
+              ErrorKind::Index);
+  }
   Value idx = vector_index(cx, cx.tensor(2), "index_copy_");
   Value source = at_least_1d(b, cx.as(3, self.dtype()));
   int64_t n = idx.dims()[0];
@@ -776,6 +835,7 @@ V index_reduce(Context& cx) {
   std::string red = cx.str(4);
   if (red != "prod" && red != "mean" && red != "amax" && red != "amin")
     cx.fail("index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got " + red + ".");
+  check_index_func(cx, self0, dim, cx.tensor(2), cx.tensor(3), "index_reduce_");
   Value idx = vector_index(cx, cx.tensor(2), "index_reduce_");
   Value source = at_least_1d(b, cx.as(3, self.dtype()));
   int64_t n = idx.dims()[0];
@@ -813,10 +873,15 @@ V put(Context& cx) {
   bool accumulate = cx.flag_or(3, false);
   if (index.dtype() != DType::I64)
     cx.fail("put_(): Expected a long tensor for index, but got " + std::string(hlo::dtype_name(index.dtype())));
+  if (cx.tensor(2).dtype() != self.dtype())
+    cx.fail("put_(): self and source expected to have the same dtype, but got self.dtype = " +
+            std::string(hlo::dtype_name(self.dtype())) +
+            " and source.dtype = " + std::string(hlo::dtype_name(cx.tensor(2).dtype())));
   int64_t n = index.type.numel(), size = self.type.numel();
   if (source.type.numel() != n)
     cx.fail("put_(): Expected source and index to have the same number of elements, but got source.numel() = " +
-            std::to_string(source.type.numel()) + ", index.numel() = " + std::to_string(n));
+                std::to_string(source.type.numel()) + ", index.numel() = " + std::to_string(n),
+            ErrorKind::Index);
   if (n == 0) return {self};
   if (size == 0) cx.fail("put_(): Tried to put elements into an empty tensor");
   Value idx = b.reshape(index, {n});
