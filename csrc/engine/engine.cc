@@ -382,7 +382,10 @@ runtime::BufferPtr Engine::scalar_buffer(const CallArg& a, int device) {
   }
   auto buf = client_->from_host(a.scalar_bytes, element_type(a.scalar_dtype), {}, device);
   std::lock_guard<std::mutex> g(mu_);
-  if (scalars_.size() > 4096) scalars_.clear();
+  // Small: a value that changes every step (AdamW's bias corrections) makes a
+  // new entry each time, and each cached buffer keeps per-use records in
+  // PJRT, so a large cache grows host memory by megabytes before it clears.
+  if (scalars_.size() > 256) scalars_.clear();
   scalars_[key] = buf;
   return buf;
 }
