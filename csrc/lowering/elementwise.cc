@@ -362,7 +362,16 @@ V cosh(Context& cx) { return float_unary(cx, "chlo.cosh"); }
 V sinh(Context& cx) { return float_unary(cx, "chlo.sinh"); }
 V lgamma(Context& cx) {
   refuse_complex_kernel(cx, {0}, "lgamma_vml_cpu");
-  return float_unary(cx, "chlo.lgamma");
+  // ATen's lgamma is +inf at the poles 0, -1, -2, ...
+  Value y = float_unary(cx, "chlo.lgamma")[0];
+  auto& b = cx.b;
+  DType t = y.dtype();
+  Value x = b.convert(cx.tensor(0), t);
+  Value pole = b.and_(b.compare(x, b.constant(0, t), "LE"), b.compare(b.unary("stablehlo.floor", x), x, "EQ"));
+  // and exactly 0 at 1 and 2 (chlo.lgamma is a few ulps off there).
+  Value one_two = b.or_(b.compare(x, b.constant(1, t), "EQ"), b.compare(x, b.constant(2, t), "EQ"));
+  y = b.select(one_two, b.constant(0, t), y);
+  return {b.select(pole, b.constant(INFINITY, t), y)};
 }
 V digamma(Context& cx) {
   refuse_complex_kernel(cx, {0}, "digamma");
