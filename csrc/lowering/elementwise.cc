@@ -157,10 +157,18 @@ Value divide(Context& cx, const std::string& mode) {
     if (mode == "floor") return int_floor_div(cx.b, a, b);
     return cx.b.div(a, b);  // trunc
   }
-  Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
-  Value q = mode == "floor" ? float_floor_div(cx.b, a, b) : cx.b.div(a, b);
-  if (mode == "trunc") q = float_trunc(cx.b, q);
-  return cx.b.convert(q, t);
+  Value b = opmath_arg(cx, 1, t);
+  auto quotient = [&](Value a) {
+    Value q = mode == "floor" ? float_floor_div(cx.b, a, b) : cx.b.div(a, b);
+    return mode == "trunc" ? float_trunc(cx.b, q) : q;
+  };
+  if (cx.tensor(0).dtype() == DType::Bool) {
+    // XLA folds convert(pred) / 0 to 0; divide the constants 1 and 0 instead.
+    DType m = b.dtype();
+    Value q = cx.b.select(cx.tensor(0), quotient(cx.b.constant(1, m)), quotient(cx.b.constant(0, m)));
+    return cx.b.convert(q, t);
+  }
+  return cx.b.convert(quotient(opmath_arg(cx, 0, t)), t);
 }
 V div_tensor(Context& cx) { return {divide(cx, "")}; }
 V div_tensor_mode(Context& cx) { return {divide(cx, cx.none(2) ? "" : cx.str(2))}; }
