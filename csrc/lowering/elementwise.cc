@@ -195,7 +195,17 @@ V pow_tensor(Context& cx) {
   DType t = cx.result_type({0, 1});
   if (t == DType::Bool) return {cx.b.or_(cx.as(0, t), cx.b.not_(cx.as(1, t)))};  // x ** 0 == 1, 0 ** 1 == 0
   Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
-  return {cx.b.convert(cx.b.binary("stablehlo.power", a, b), t)};
+  Value r = cx.b.binary("stablehlo.power", a, b);
+  if (hlo::is_complex(t)) {
+    // 0 ** z is 0 for Re(z) > 0 on CPU (exp(z log 0)); XLA gives NaN.
+    auto& B = cx.b;
+    DType rt = hlo::real_type(a.dtype());
+    Value zero_base =
+        B.and_(B.compare(B.real(a), B.constant(0, rt), "EQ"), B.compare(B.imag(a), B.constant(0, rt), "EQ"));
+    Value pos = B.compare(B.real(b), B.constant(0, rt), "GT");
+    r = B.select(B.and_(zero_base, pos), B.constant(0, a.dtype()), r);
+  }
+  return {cx.b.convert(r, t)};
 }
 V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 
@@ -1019,7 +1029,12 @@ V zero(Context& cx) {
 // aten::copy(self, src): src converted to self's dtype, broadcast to its shape.
 V copy(Context& cx) {
   Value self = cx.tensor(0);
-  return {cx.b.broadcast_to(cx.as(1, self.dtype()), self.dims())};
+  Value src = cx.tensor(1);
+  DType to = self.dtype();
+  // Float to a narrow integer wraps on CPU (through int32); XLA's convert saturates.
+  if (hlo::is_floating(src.dtype()) && (to == DType::U8 || to == DType::I8 || to == DType::I16))
+    src = cx.b.convert(src, DType::I32);
+  return {cx.b.broadcast_to(cx.b.convert(src, to), self.dims())};
 }
 V clone(Context& cx) { return {cx.tensor(0)}; }
 
