@@ -29,6 +29,38 @@ Value nan_extremum(hlo::Builder& b, Value x, Value y, bool is_max) {
   return b.select(b.compare(x, x, "NE"), x, m);
 }
 
+// The C++ type name ATen's messages print for a dtype (c10::Half, short int).
+std::string cpp_type_name(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return "bool";
+    case DType::U8:
+      return "unsigned char";
+    case DType::I8:
+      return "signed char";
+    case DType::I16:
+      return "short int";
+    case DType::I32:
+      return "int";
+    case DType::I64:
+      return "long int";
+    case DType::F16:
+      return "c10::Half";
+    case DType::BF16:
+      return "c10::BFloat16";
+    case DType::F32:
+      return "float";
+    case DType::F64:
+      return "double";
+    case DType::C64:
+      return "c10::complex<float>";
+    case DType::C128:
+      return "c10::complex<double>";
+    default:
+      return std::string(hlo::scalar_type_name(t));
+  }
+}
+
 bool is_bool_arg(Context& cx, size_t i) { return cx.tensor(i).dtype() == DType::Bool; }
 
 // PyTorch refuses subtraction with a bool operand (tensor or scalar).
@@ -50,6 +82,13 @@ Value add_scaled(Context& cx, size_t a_arg, size_t b_arg, size_t alpha_arg, bool
     Value a = cx.as(a_arg, t), b = cx.as(b_arg, t);
     return subtract ? cx.b.sub(a, b) : cx.b.add(a, b);
   }
+  // ATen's alpha_check on the result dtype.
+  DType at = cx.tensor(alpha_arg).dtype();
+  if (at == DType::Bool && t != DType::Bool) cx.fail("Boolean alpha only supported for Boolean results.");
+  if (!hlo::is_floating(t) && !hlo::is_complex(t) && (hlo::is_floating(at) || hlo::is_complex(at)))
+    cx.fail("For integral input tensors, argument alpha must not be a floating point number.");
+  if (!hlo::is_complex(t) && hlo::is_complex(at))
+    cx.fail("For non-complex input tensors, argument alpha must not be a complex number.");
   DType m = hlo::opmath_type(t);
   Value a = cx.as(a_arg, m), b = cx.b.mul(cx.as(b_arg, m), cx.as(alpha_arg, m));
   return cx.b.convert(subtract ? cx.b.sub(a, b) : cx.b.add(a, b), t);
@@ -118,10 +157,18 @@ Value divide(Context& cx, const std::string& mode) {
     if (mode == "floor") return int_floor_div(cx.b, a, b);
     return cx.b.div(a, b);  // trunc
   }
-  Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
-  Value q = mode == "floor" ? float_floor_div(cx.b, a, b) : cx.b.div(a, b);
-  if (mode == "trunc") q = float_trunc(cx.b, q);
-  return cx.b.convert(q, t);
+  Value b = opmath_arg(cx, 1, t);
+  auto quotient = [&](Value a) {
+    Value q = mode == "floor" ? float_floor_div(cx.b, a, b) : cx.b.div(a, b);
+    return mode == "trunc" ? float_trunc(cx.b, q) : q;
+  };
+  if (cx.tensor(0).dtype() == DType::Bool) {
+    // XLA folds convert(pred) / 0 to 0; divide the constants 1 and 0 instead.
+    DType m = b.dtype();
+    Value q = cx.b.select(cx.tensor(0), quotient(cx.b.constant(1, m)), quotient(cx.b.constant(0, m)));
+    return cx.b.convert(q, t);
+  }
+  return cx.b.convert(quotient(opmath_arg(cx, 0, t)), t);
 }
 V div_tensor(Context& cx) { return {divide(cx, "")}; }
 V div_tensor_mode(Context& cx) { return {divide(cx, cx.none(2) ? "" : cx.str(2))}; }
@@ -148,7 +195,17 @@ V pow_tensor(Context& cx) {
   DType t = cx.result_type({0, 1});
   if (t == DType::Bool) return {cx.b.or_(cx.as(0, t), cx.b.not_(cx.as(1, t)))};  // x ** 0 == 1, 0 ** 1 == 0
   Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
-  return {cx.b.convert(cx.b.binary("stablehlo.power", a, b), t)};
+  Value r = cx.b.binary("stablehlo.power", a, b);
+  if (hlo::is_complex(t)) {
+    // 0 ** z is 0 for Re(z) > 0 on CPU (exp(z log 0)); XLA gives NaN.
+    auto& B = cx.b;
+    DType rt = hlo::real_type(a.dtype());
+    Value zero_base =
+        B.and_(B.compare(B.real(a), B.constant(0, rt), "EQ"), B.compare(B.imag(a), B.constant(0, rt), "EQ"));
+    Value pos = B.compare(B.real(b), B.constant(0, rt), "GT");
+    r = B.select(B.and_(zero_base, pos), B.constant(0, a.dtype()), r);
+  }
+  return {cx.b.convert(r, t)};
 }
 V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 
@@ -160,6 +217,12 @@ V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 // value, so the special cases are selected at run time.
 V pow_tensor_scalar(Context& cx) {
   DType t = cx.result_type({0, 1});
+  if (!hlo::is_floating(t) && !hlo::is_complex(t) && cx.arg(1).kind == Arg::Kind::Scalar &&
+      !hlo::is_floating(cx.tensor(1).dtype()) && hlo::category(cx.tensor(1).dtype()) != hlo::Category::Bool) {
+    auto& b = cx.b;
+    cx.check(b.compare(cx.as(1, DType::I64), b.constant(0, DType::I64), "LT"),
+             "Integers to negative integer powers are not allowed.", ErrorKind::Runtime);
+  }
   DType m = hlo::opmath_type(t);
   if (m == t || !hlo::is_floating(t)) return pow_tensor(cx);
   auto& b = cx.b;
@@ -195,6 +258,7 @@ constexpr const char* kClampComplex = "clamp is not supported for complex types"
 
 // min(max(x, lo), hi), a NaN in any operand giving NaN.
 V clamp(Context& cx) {
+  if (cx.none(1) && cx.none(2)) cx.fail("torch.clamp: At least one of 'min' or 'max' must not be None");
   refuse_complex(cx, {0, 1, 2}, kClampComplex, ErrorKind::NotImplemented);
   Value x = cx.tensor(0);
   DType t = cx.result_type({0, 1, 2});
@@ -316,11 +380,25 @@ V cosh(Context& cx) { return float_unary(cx, "chlo.cosh"); }
 V sinh(Context& cx) { return float_unary(cx, "chlo.sinh"); }
 V lgamma(Context& cx) {
   refuse_complex_kernel(cx, {0}, "lgamma_vml_cpu");
-  return float_unary(cx, "chlo.lgamma");
+  // ATen's lgamma is +inf at the poles 0, -1, -2, ...
+  Value y = float_unary(cx, "chlo.lgamma")[0];
+  auto& b = cx.b;
+  DType t = y.dtype();
+  Value x = b.convert(cx.tensor(0), t);
+  Value pole = b.and_(b.compare(x, b.constant(0, t), "LE"), b.compare(b.unary("stablehlo.floor", x), x, "EQ"));
+  // and exactly 0 at 1 and 2 (chlo.lgamma is a few ulps off there).
+  Value one_two = b.or_(b.compare(x, b.constant(1, t), "EQ"), b.compare(x, b.constant(2, t), "EQ"));
+  y = b.select(one_two, b.constant(0, t), y);
+  return {b.select(pole, b.constant(INFINITY, t), y)};
 }
 V digamma(Context& cx) {
   refuse_complex_kernel(cx, {0}, "digamma");
-  return float_unary(cx, "chlo.digamma");
+  // chlo.digamma gives NaN at +-0, where ATen returns copysign(inf, -x) = -1/x.
+  Value y = float_unary(cx, "chlo.digamma")[0];
+  auto& b = cx.b;
+  Value x = b.convert(cx.tensor(0), y.dtype());
+  Value zero = b.constant(0, y.dtype());
+  return {b.select(b.compare(x, zero, "EQ"), b.neg(b.div(b.constant(1, y.dtype()), x)), y)};
 }
 // log2, log10 and exp2 through natural log/exp with a constant factor.
 // x * k for a real constant k; a complex x has its parts scaled (a product with
@@ -849,6 +927,7 @@ V logit_backward(Context& cx) {
 // element in their common dtype, OR-reduced over the test elements.
 V isin(Context& cx) {
   if (any_complex(cx, {0, 1})) cx.fail("Unsupported input type encountered for isin(): ComplexFloat");
+  if (is_bool_arg(cx, 0) || is_bool_arg(cx, 1)) cx.fail("Unsupported input type encountered for isin(): Bool");
   DType t = cx.result_type({0, 1});
   auto& b = cx.b;
   Value e = cx.as(0, t), s = cx.as(1, t);
@@ -923,6 +1002,11 @@ V where(Context& cx) {
 }
 V masked_fill(Context& cx) {
   Value x = cx.tensor(0);
+  if (cx.arg(2).kind == Arg::Kind::Tensor && cx.tensor(2).rank() != 0)
+    cx.fail("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with " +
+            std::to_string(cx.tensor(2).rank()) + " dimension(s).");
+  if (cx.tensor(1).dtype() != DType::Bool)
+    cx.fail("masked_fill_ only supports boolean masks, but got mask with dtype " + cpp_type_name(cx.tensor(1).dtype()));
   Value mask = cx.as(1, DType::Bool);
   // self and mask broadcast together, as on CPU (masked_fill_ then needs the
   // result to keep self's shape, which the write into self checks).
@@ -933,6 +1017,9 @@ V masked_fill(Context& cx) {
 
 V fill(Context& cx) {
   Value x = cx.tensor(0);
+  if (cx.arg(1).kind == Arg::Kind::Tensor && cx.tensor(1).rank() != 0)
+    cx.fail("fill_ only supports 0-dimension value tensor but got tensor with " + std::to_string(cx.tensor(1).rank()) +
+            " dimensions.");
   return {cx.b.broadcast_to(cx.as(1, x.dtype()), x.dims())};
 }
 V zero(Context& cx) {
@@ -942,7 +1029,12 @@ V zero(Context& cx) {
 // aten::copy(self, src): src converted to self's dtype, broadcast to its shape.
 V copy(Context& cx) {
   Value self = cx.tensor(0);
-  return {cx.b.broadcast_to(cx.as(1, self.dtype()), self.dims())};
+  Value src = cx.tensor(1);
+  DType to = self.dtype();
+  // Float to a narrow integer wraps on CPU (through int32); XLA's convert saturates.
+  if (hlo::is_floating(src.dtype()) && (to == DType::U8 || to == DType::I8 || to == DType::I16))
+    src = cx.b.convert(src, DType::I32);
+  return {cx.b.broadcast_to(cx.b.convert(src, to), self.dims())};
 }
 V clone(Context& cx) { return {cx.tensor(0)}; }
 

@@ -60,7 +60,8 @@ Value scaled(hlo::Builder& b, Value x, double scale) {
 // What to multiply a transform of `n` points by: PyTorch's normalization for
 // the direction, divided by what XLA already applied (1/n for inverses).
 double norm_scale(int64_t normalization, bool forward, double n) {
-  double want = normalization == kByN ? 1.0 / n : normalization == kByRootN ? 1.0 / std::sqrt(n) : 1.0;
+  // As CPU's pocketfft backend: any mode other than none and by_root_n scales by 1/n.
+  double want = normalization == kNone ? 1.0 : normalization == kByRootN ? 1.0 / std::sqrt(n) : 1.0 / n;
   return forward ? want : want * n;
 }
 

@@ -24,11 +24,25 @@ struct Scaling {
   std::optional<Value> scale;  // rank-0 f32
   std::optional<Value> skip;   // rank-0 i1
 };
+// A grad_scale / found_inf tensor's first element, as CPU's kernels read it
+// (through a float pointer: other dtypes are refused).
+Value first_f32(Context& cx, size_t i) {
+  auto& b = cx.b;
+  Value t = cx.tensor(i);
+  if (t.dtype() != DType::F32)
+    cx.fail("expected scalar type Float but found " + std::string(hlo::scalar_type_name(t.dtype())));
+  int64_t n = 1;
+  for (int64_t d : t.dims()) n *= d;
+  if (n == 0) cx.fail("expected a non-empty tensor for grad_scale and found_inf");
+  Value flat = b.reshape(t, {n});
+  return b.reshape(b.slice(flat, {0}, {1}, {1}), {});
+}
+
 Scaling scaling(Context& cx, size_t grad_scale, size_t found_inf) {
   Scaling s;
-  if (!cx.none(grad_scale)) s.scale = cx.b.reshape(cx.as(grad_scale, DType::F32), {});
+  if (!cx.none(grad_scale)) s.scale = first_f32(cx, grad_scale);
   if (!cx.none(found_inf)) {
-    Value f = cx.b.reshape(cx.as(found_inf, DType::F32), {});
+    Value f = first_f32(cx, found_inf);
     s.skip = cx.b.compare(f, cx.b.constant(1, DType::F32), "EQ");
   }
   return s;
@@ -39,6 +53,15 @@ Scaling scaling(Context& cx, size_t grad_scale, size_t found_inf) {
 Value finish(Context& cx, const Scaling& s, Value updated, Value old) {
   updated = cx.b.convert(updated, old.dtype());
   return s.skip ? cx.b.select(*s.skip, old, updated) : updated;
+}
+
+// CPU's per-parameter AT_DISPATCH over the floating dtypes.
+void refuse_non_float(Context& cx, const std::vector<Value>& params, const char* kernel) {
+  for (const Value& p : params)
+    if (!hlo::is_floating(p.dtype()))
+      cx.fail(
+          "\"" + std::string(kernel) + "\" not implemented for '" + std::string(hlo::scalar_type_name(p.dtype())) + "'",
+          ErrorKind::NotImplemented);
 }
 
 void check_len(Context& cx, const std::vector<Value>& list, size_t n, const char* name) {
@@ -67,6 +90,7 @@ V adam(Context& cx, bool decoupled) {
   Value lr = scalar_f64(cx, 6), beta1 = scalar_f64(cx, 7), beta2 = scalar_f64(cx, 8);
   Value wd = scalar_f64(cx, 9), eps = scalar_f64(cx, 10);
   Scaling s = scaling(cx, 13, 14);
+  refuse_non_float(cx, params, "fused_adam_kernel");
   Value one = b.constant(1, DType::F64);
   Value grad_coeff = b.sub(one, beta1);     // exp_avg.lerp_(grad, 1 - beta1)
   Value sq_grad_coeff = b.sub(one, beta2);  // exp_avg_sq * beta2 + (1 - beta2) * grad^2
@@ -142,6 +166,7 @@ V fused_sgd(Context& cx) {
   Value wd = scalar_f64(cx, 3), momentum = scalar_f64(cx, 4), lr = scalar_f64(cx, 5);
   Value dampening = scalar_f64(cx, 6);
   Scaling s = scaling(cx, 10, 11);
+  refuse_non_float(cx, params, "fused_sgd_kernel");
   Value undamped = b.sub(b.constant(1, DType::F64), dampening);
   Value has_wd = b.compare(wd, b.constant(0, DType::F64), "NE");
 

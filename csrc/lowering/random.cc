@@ -51,60 +51,113 @@ Value uniform01(hlo::Builder& b, Value& state, const Dims& dims, DType t, int di
 
 namespace {
 
-// The float dtype a random op on `self` fills; integer tensors are refused.
-DType float_self(Context& cx, const Value& self) {
-  if (!hlo::is_floating(self.dtype()))
-    cx.fail("\"check_uniform_bounds\" not implemented for '" + std::string(hlo::scalar_type_name(self.dtype())) + "'",
+// The float dtype a random op on `self` fills; other tensors are refused as
+// CPU's AT_DISPATCH for `kernel` does (complex too unless `complex_ok`).
+DType float_self(Context& cx, const Value& self, const char* kernel = "check_uniform_bounds", bool complex_ok = false) {
+  if (!hlo::is_floating(self.dtype()) && !(complex_ok && hlo::is_complex(self.dtype())))
+    cx.fail("\"" + std::string(kernel) + "\" not implemented for '" + std::string(hlo::scalar_type_name(self.dtype())) +
+                "'",
             ErrorKind::NotImplemented);
   return self.dtype();
+}
+
+// CPU's check on a Scalar argument, made at run time (Scalars are program
+// arguments): raises RuntimeError `message` unless `arg(i) <ok> bound`
+// (NaN fails, as CPU's TORCH_CHECK(x >= 0) does).
+void check_scalar(Context& cx, size_t i, const char* ok, double bound, const std::string& message) {
+  auto& b = cx.b;
+  cx.check(b.not_(b.compare(cx.as(i, DType::F64), b.constant(bound, DType::F64), ok)), message, ErrorKind::Runtime);
+}
+
+bool is_empty(const Value& v) {
+  for (int64_t d : v.dims())
+    if (d == 0) return true;
+  return false;
+}
+
+// The C++ type name CPU's "dtype must be a floating point" messages use.
+std::string cpp_type_name(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return "bool";
+    case DType::U8:
+      return "unsigned char";
+    case DType::I8:
+      return "signed char";
+    case DType::I16:
+      return "short int";
+    case DType::I32:
+      return "int";
+    case DType::I64:
+      return "long int";
+    case DType::C64:
+      return "c10::complex<float>";
+    case DType::C128:
+      return "c10::complex<double>";
+    default:
+      return std::string(hlo::scalar_type_name(t));
+  }
+}
+
+// A real draw `draw(dims, real dtype)` of self's dtype t: for complex t both
+// parts are drawn (CPU fills view_as_real(self)).
+template <typename F>
+Value draw_parts(hlo::Builder& b, DType t, const Dims& dims, F draw) {
+  if (!hlo::is_complex(t)) return draw(dims, t);
+  DType r = hlo::real_type(t);
+  Value re = draw(dims, r);
+  Value im = draw(dims, r);
+  return b.complex(re, im);
 }
 
 // ---- dropout
 
 // native_dropout(input, p, train?) + trailing rng -> (output, mask):
 // mask ~ Bernoulli(1 - p), output = input * mask / (1 - p) (0 when p == 1).
+// As on CPU: an empty input in training gives a mask of its own dtype, and a
+// complex input is scaled like a real one.
 V native_dropout(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   TensorType mask_type{DType::Bool, in.dims()};
   if (!cx.none(2) && !cx.flag(2)) return {in, b.full(1, mask_type)};
-  DType out = float_self(cx, in), t = hlo::opmath_type(out);
+  if (is_empty(in)) return {in, in};
+  check_scalar(cx, 1, "LE", 1, "bernoulli_ expects p to be in [0, 1]");
+  check_scalar(cx, 1, "GE", 0, "bernoulli_ expects p to be in [0, 1]");
+  DType out = in.dtype();
+  if (!hlo::is_floating(out) && !hlo::is_complex(out))
+    cx.fail("result type Float can't be cast to the desired output type " + std::string(hlo::scalar_type_name(out)));
+  DType t = hlo::opmath_type(hlo::is_complex(out) ? hlo::real_type(out) : out);
   Value state = cx.rng(3);
   Value u = uniform01(b, state, in.dims(), t, float_digits(t));
   Value p1m = b.sub(b.constant(1, DType::F64), cx.as(1, DType::F64));
   Value zero = b.constant(0, DType::F64);
   Value scale = b.select(b.compare(p1m, zero, "EQ"), zero, b.div(b.constant(1, DType::F64), p1m));
   Value keep = b.compare(u, b.convert(p1m, t), "LT");
-  Value y = b.mul(b.mul(b.convert(in, t), b.convert(keep, t)), b.convert(scale, t));
+  DType ct = hlo::is_complex(out) ? out : t;
+  Value y = b.mul(b.mul(b.convert(in, ct), b.convert(keep, ct)), b.convert(scale, ct));
   return {b.convert(y, out), keep};
 }
 
 // ---- continuous distributions
 
 // uniform(self, from, to, *, generator) -> from + (to - from) * U[0, 1)
+// (both parts of a complex self).
 V uniform(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
-  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  DType out = float_self(cx, self, "check_uniform_bounds", true);
+  cx.check(b.compare(cx.as(1, DType::F64), cx.as(2, DType::F64), "GT"),
+           "uniform_ expects to return a [from, to) range, but found from > to", ErrorKind::Runtime);
+  if (is_empty(self)) return {self};
   Value state = cx.rng(3);
-  Value u = uniform01(b, state, self.dims(), t, float_digits(out));
-  Value from = cx.as(1, t), to = cx.as(2, t);
-  return {b.convert(b.add(b.mul(u, b.sub(to, from)), from), out)};
-}
-
-// normal_functional(self, mean, std, *, generator) via Box-Muller:
-// mean + std * sqrt(-2 log(1 - u1)) * cos(2 pi u2).
-V normal_functional(Context& cx) {
-  auto& b = cx.b;
-  Value self = cx.tensor(0);
-  DType out = float_self(cx, self), t = hlo::opmath_type(out);
-  Value state = cx.rng(3);
-  int digits = float_digits(t);
-  Value u1 = uniform01(b, state, self.dims(), t, digits);
-  Value u2 = uniform01(b, state, self.dims(), t, digits);
-  Value radius = b.sqrt(b.mul(b.constant(-2, t), b.unary("stablehlo.log_plus_one", b.neg(u1))));
-  Value z = b.mul(radius, b.unary("stablehlo.cosine", b.mul(b.constant(2 * M_PI, t), u2)));
-  return {b.convert(b.add(cx.as(1, t), b.mul(cx.as(2, t), z)), out)};
+  Value y = draw_parts(b, out, self.dims(), [&](const Dims& dims, DType r) {
+    DType t = hlo::opmath_type(r);
+    Value u = uniform01(b, state, dims, t, float_digits(r));
+    Value from = cx.as(1, t), to = cx.as(2, t);
+    return b.convert(b.add(b.mul(u, b.sub(to, from)), from), r);
+  });
+  return {y};
 }
 
 // Standard normal draws via Box-Muller: sqrt(-2 log(1 - u1)) * cos(2 pi u2).
@@ -116,29 +169,85 @@ Value standard_normal(hlo::Builder& b, Value& state, const Dims& dims, DType t) 
   return b.mul(radius, b.unary("stablehlo.cosine", b.mul(b.constant(2 * M_PI, t), u2)));
 }
 
+// normal_functional(self, mean, std, *, generator): mean + std * N(0, 1);
+// of a complex self, each part gets mean + std / sqrt(2) * N(0, 1) as on CPU.
+V normal_functional(Context& cx) {
+  auto& b = cx.b;
+  Value self = cx.tensor(0);
+  check_scalar(cx, 2, "GE", 0, "normal expects std >= 0.0");
+  if (is_empty(self)) return {self};
+  DType out = float_self(cx, self, "normal_kernel_cpu", true);
+  double k = hlo::is_complex(out) ? 1 / std::sqrt(2.0) : 1;
+  Value state = cx.rng(3);
+  Value y = draw_parts(b, out, self.dims(), [&](const Dims& dims, DType r) {
+    DType t = hlo::opmath_type(r);
+    Value z = standard_normal(b, state, dims, t);
+    Value s = b.mul(cx.as(2, t), b.constant(k, t));
+    return b.convert(b.add(cx.as(1, t), b.mul(s, z)), r);
+  });
+  return {y};
+}
+
 // normal.Tensor_Tensor / Tensor_float / float_Tensor(mean, std, *, generator):
 // mean + std * N(0, 1) over the broadcast shape, in the tensor mean's dtype
-// (std's when mean is a number).
+// (std's when mean is a number). A complex output draws both parts with
+// std / sqrt(2), as CPU's normal_(0, std) then add_(mean) does.
 V normal_tensors(Context& cx) {
   auto& b = cx.b;
   bool mean_tensor = cx.arg(0).kind == Arg::Kind::Tensor, std_tensor = cx.arg(1).kind == Arg::Kind::Tensor;
   Value mean = cx.tensor(0), std = cx.tensor(1);
-  DType out = float_self(cx, mean_tensor ? mean : std), t = hlo::opmath_type(out);
+  if (!std_tensor) check_scalar(cx, 1, "GE", 0, "normal expects std >= 0.0");
+  const Value& self = mean_tensor ? mean : std;
   Dims dims = mean_tensor && std_tensor ? hlo::broadcast_shapes(mean.dims(), std.dims())
                                         : (mean_tensor ? mean.dims() : std.dims());
+  bool empty = false;
+  for (int64_t d : dims) empty = empty || d == 0;
+  if (empty && !std_tensor) return {b.broadcast_to(self, dims)};
+  DType out = float_self(cx, self, "normal_kernel_cpu", true);
+  if (std_tensor) {
+    if (hlo::is_complex(std.dtype())) cx.fail("normal expects standard deviation to be non-complex");
+    if (!empty) {
+      Value bad = b.compare(b.convert(std, DType::F64), b.constant(0, DType::F64), "GE");
+      Value any_bad = b.reduce(
+          b.not_(bad), b.constant(0, DType::Bool),
+          [&] {
+            Dims all;
+            for (int64_t d = 0; d < std.rank(); ++d) all.push_back(d);
+            return all;
+          }(),
+          "stablehlo.or");
+      cx.check(any_bad, "normal expects all elements of std >= 0.0", ErrorKind::Runtime);
+    }
+  }
+  if (empty) return {b.broadcast_to(b.convert(self, out), dims)};
+  bool cplx = hlo::is_complex(out);
+  DType r = cplx ? hlo::real_type(out) : out, t = hlo::opmath_type(r);
   Value state = cx.rng(2);
-  Value z = standard_normal(b, state, dims, t);
   // As on CPU: the draw is rounded to the output dtype, then scaled and shifted.
-  z = b.convert(b.convert(z, out), t);
-  Value m = b.convert(b.convert(mean, out), t), s = b.convert(b.convert(std, out), t);
-  return {b.broadcast_to(b.convert(b.add(b.mul(z, s), m), out), dims)};
+  auto z_of = [&](const Dims& d, DType) { return b.convert(b.convert(standard_normal(b, state, d, t), r), t); };
+  Value s = b.convert(b.convert(std, r), t);
+  if (!cplx) {
+    Value m = b.convert(b.convert(mean, out), t);
+    return {b.broadcast_to(b.convert(b.add(b.mul(z_of(dims, r), s), m), out), dims)};
+  }
+  s = b.mul(s, b.constant(1 / std::sqrt(2.0), t));
+  Value re = b.convert(b.mul(z_of(dims, r), s), r), im = b.convert(b.mul(z_of(dims, r), s), r);
+  Value y = b.add(b.broadcast_to(b.complex(re, im), dims), b.convert(mean, out));
+  return {b.broadcast_to(y, dims)};
 }
 
 // cauchy(self, median, sigma, *, generator) -> median + sigma * tan(pi (u - 1/2))
 V cauchy(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
-  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  check_scalar(cx, 2, "GT", 0, "cauchy_ expects sigma > 0.0");
+  if (is_empty(self)) return {self};
+  if (!hlo::is_floating(self.dtype()))
+    cx.fail(
+        "Cauchy distribution is a continuous probability distribution. dtype must be a floating point but you "
+        "specified " +
+        cpp_type_name(self.dtype()));
+  DType out = self.dtype(), t = hlo::opmath_type(out);
   Value state = cx.rng(3);
   Value u = uniform01(b, state, self.dims(), t, float_digits(t));
   Value angle = b.mul(b.constant(M_PI, t), b.sub(u, b.constant(0.5, t)));
@@ -150,7 +259,9 @@ V cauchy(Context& cx) {
 V log_normal(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
-  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  check_scalar(cx, 2, "GT", 0, "log_normal_ expects std > 0.0");
+  if (is_empty(self)) return {self};
+  DType out = float_self(cx, self, "log_normal_cpu"), t = hlo::opmath_type(out);
   Value state = cx.rng(3);
   Value z = standard_normal(b, state, self.dims(), t);
   return {b.convert(b.exp(b.add(cx.as(1, t), b.mul(cx.as(2, t), z))), out)};
@@ -161,6 +272,12 @@ V log_normal(Context& cx) {
 V geometric(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
+  check_scalar(cx, 1, "GT", 0, "geometric_ expects p to be in (0, 1)");
+  check_scalar(cx, 1, "LT", 1, "geometric_ expects p to be in (0, 1)");
+  if (is_empty(self)) return {self};
+  if (hlo::is_complex(self.dtype()) || hlo::category(self.dtype()) == hlo::Category::Bool)
+    cx.fail("\"geometric_cpu\" not implemented for '" + std::string(hlo::scalar_type_name(self.dtype())) + "'",
+            ErrorKind::NotImplemented);
   DType t = hlo::opmath_type(float_type(self.dtype()));
   Value state = cx.rng(2);
   Value u = uniform01(b, state, self.dims(), t, float_digits(t));
@@ -223,7 +340,14 @@ V multinomial(Context& cx) {
 V exponential(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
-  DType out = float_self(cx, self), t = hlo::opmath_type(out);
+  check_scalar(cx, 1, "GT", 0, "exponential_ expects lambda > 0.0");
+  if (is_empty(self)) return {self};
+  if (!hlo::is_floating(self.dtype()))
+    cx.fail(
+        "Exponential distribution is a continuous probability distribution. dtype must be a floating point but "
+        "you specified " +
+        std::string(hlo::scalar_type_name(self.dtype())));
+  DType out = self.dtype(), t = hlo::opmath_type(out);
   Value state = cx.rng(2);
   Value u = uniform01(b, state, self.dims(), t, float_digits(t));
   Value y = b.div(b.neg(b.unary("stablehlo.log_plus_one", b.neg(u))), cx.as(1, t));
@@ -236,6 +360,12 @@ V exponential(Context& cx) {
 V bernoulli_p(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
+  check_scalar(cx, 1, "GE", 0, "bernoulli_ expects p to be in [0, 1]");
+  check_scalar(cx, 1, "LE", 1, "bernoulli_ expects p to be in [0, 1]");
+  if (is_empty(self)) return {self};
+  if (hlo::is_complex(self.dtype()))
+    cx.fail("\"bernoulli_scalar_cpu_\" not implemented for '" + std::string(hlo::scalar_type_name(self.dtype())) + "'",
+            ErrorKind::NotImplemented);
   Value state = cx.rng(2);
   Value u = uniform01(b, state, self.dims(), DType::F64, 53);
   return {b.convert(b.compare(u, cx.as(1, DType::F64), "LT"), self.dtype())};
@@ -245,6 +375,15 @@ V bernoulli_p(Context& cx) {
 V bernoulli(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
+  if (is_empty(self)) return {self};
+  if (hlo::is_complex(self.dtype()))
+    cx.fail(
+        "\"bernoulli_tensor_cpu_self_\" not implemented for '" + std::string(hlo::scalar_type_name(self.dtype())) + "'",
+        ErrorKind::NotImplemented);
+  if (!hlo::is_floating(self.dtype()))
+    cx.fail(
+        "\"bernoulli_tensor_cpu_p_\" not implemented for '" + std::string(hlo::scalar_type_name(self.dtype())) + "'",
+        ErrorKind::NotImplemented);
   DType t = hlo::opmath_type(float_type(self.dtype()));
   Value state = cx.rng(1);
   Value u = uniform01(b, state, self.dims(), t, float_digits(t));
@@ -277,6 +416,28 @@ uint64_t default_to_inc(const Value& self) {
 // [from, to) when `to` is given, else [from, default_to_inc] as PyTorch does.
 Value random_range(Context& cx, int64_t from, bool has_to, int64_t to, Value state) {
   Value self = cx.tensor(0);
+  DType dt = self.dtype();
+  if (hlo::is_complex(dt)) {
+    if (!has_to && from == 0 && cx.op() == "aten::random")
+      cx.fail("\"random_kernel_cpu\" not implemented for '" + std::string(hlo::scalar_type_name(dt)) + "'",
+              ErrorKind::NotImplemented);
+    cx.fail(has_to ? "check_random_bounds handles only integral, floating-point and boolean types"
+                   : "random_from_to_impl handles only integral, floating-point and boolean types");
+  }
+  if (!hlo::is_floating(dt)) {
+    // CPU's bounds for integral dtypes: [min, max] of the dtype.
+    int bits = hlo::category(dt) == hlo::Category::Bool ? 1 : static_cast<int>(hlo::byte_size(dt) * 8);
+    bool uns = hlo::category(dt) == hlo::Category::Bool || hlo::is_unsigned(dt);
+    double lo = uns ? 0 : -std::ldexp(1.0, bits - 1),
+           hi = uns ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+    std::string name = cpp_type_name(dt);
+    if (has_to || from != 0) {
+      if (static_cast<double>(from) < lo || static_cast<double>(from) > hi)
+        cx.fail("from is out of bounds for " + name);
+      if (has_to && (static_cast<double>(to) - 1 < lo || static_cast<double>(to) - 1 > hi))
+        cx.fail("to - 1 is out of bounds for " + name);
+    }
+  }
   uint64_t range;
   if (has_to) {
     if (from >= to)
