@@ -124,6 +124,7 @@ V batch_norm_with_update(Context& cx) {
 V batch_norm_backward(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(1);
+  if (!hlo::is_floating(in.dtype())) refuse_dtype(cx, in.dtype(), "batch_norm_backward_cpu");
   if (in.rank() == 0) cx.fail("Dimension specified as 1 but tensor has no dimensions", ErrorKind::Index);
   if (in.rank() < 2)
     cx.fail("Dimension out of range (expected to be in range of [-1, 0], but got 1)", ErrorKind::Index);
