@@ -1,8 +1,10 @@
 // Several threads at once through runtime::Client and engine::Engine. The
 // races these tests look for show under ThreadSanitizer (configure a build
 // directory with -DCMAKE_CXX_FLAGS=-fsanitize=thread
-// -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread); without it they check that
-// concurrent compiles, executions and engine calls give the right numbers.
+// -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread and run it with the
+// suppressions in tsan_suppressions.txt beside this file); without it they
+// check that concurrent compiles, executions and engine calls give the right
+// numbers.
 #include <gtest/gtest.h>
 
 #include <atomic>
