@@ -14,6 +14,7 @@ struct Info {
   std::string_view mlir;
   std::string_view name;
   std::string_view scalar_type;  // torch's c10::ScalarType name
+  std::string_view cpp;          // the C++ type ATen's messages print
   int64_t bytes;
   Category category;
   bool is_unsigned;
@@ -22,20 +23,20 @@ struct Info {
 
 // Order matches enum DType.
 constexpr std::array<Info, kNumDTypes> kInfo = {{
-    {"i1", "bool", "Bool", 1, Category::Bool, true, 1},
-    {"ui8", "uint8", "Byte", 1, Category::Integral, true, 6},
-    {"i8", "int8", "Char", 1, Category::Integral, false, 2},
-    {"i16", "int16", "Short", 2, Category::Integral, false, 3},
-    {"i32", "int32", "Int", 4, Category::Integral, false, 4},
-    {"i64", "int64", "Long", 8, Category::Integral, false, 5},
-    {"f16", "float16", "Half", 2, Category::Floating, false, 10},
-    {"bf16", "bfloat16", "BFloat16", 2, Category::Floating, false, 13},
-    {"f32", "float32", "Float", 4, Category::Floating, false, 11},
-    {"f64", "float64", "Double", 8, Category::Floating, false, 12},
-    {"ui32", "uint32", "UInt32", 4, Category::Integral, true, 8},
-    {"ui64", "uint64", "UInt64", 8, Category::Integral, true, 9},
-    {"complex<f32>", "complex64", "ComplexFloat", 8, Category::Complex, false, 14},
-    {"complex<f64>", "complex128", "ComplexDouble", 16, Category::Complex, false, 15},
+    {"i1", "bool", "Bool", "bool", 1, Category::Bool, true, 1},
+    {"ui8", "uint8", "Byte", "unsigned char", 1, Category::Integral, true, 6},
+    {"i8", "int8", "Char", "signed char", 1, Category::Integral, false, 2},
+    {"i16", "int16", "Short", "short int", 2, Category::Integral, false, 3},
+    {"i32", "int32", "Int", "int", 4, Category::Integral, false, 4},
+    {"i64", "int64", "Long", "long int", 8, Category::Integral, false, 5},
+    {"f16", "float16", "Half", "c10::Half", 2, Category::Floating, false, 10},
+    {"bf16", "bfloat16", "BFloat16", "c10::BFloat16", 2, Category::Floating, false, 13},
+    {"f32", "float32", "Float", "float", 4, Category::Floating, false, 11},
+    {"f64", "float64", "Double", "double", 8, Category::Floating, false, 12},
+    {"ui32", "uint32", "UInt32", "UInt32", 4, Category::Integral, true, 8},
+    {"ui64", "uint64", "UInt64", "UInt64", 8, Category::Integral, true, 9},
+    {"complex<f32>", "complex64", "ComplexFloat", "c10::complex<float>", 8, Category::Complex, false, 14},
+    {"complex<f64>", "complex128", "ComplexDouble", "c10::complex<double>", 16, Category::Complex, false, 15},
 }};
 
 const Info& info(DType t) { return kInfo[static_cast<int>(t)]; }
@@ -45,6 +46,7 @@ const Info& info(DType t) { return kInfo[static_cast<int>(t)]; }
 std::string_view mlir_name(DType t) { return info(t).mlir; }
 std::string_view dtype_name(DType t) { return info(t).name; }
 std::string_view scalar_type_name(DType t) { return info(t).scalar_type; }
+std::string_view cpp_type_name(DType t) { return info(t).cpp; }
 int64_t byte_size(DType t) { return info(t).bytes; }
 Category category(DType t) { return info(t).category; }
 bool is_unsigned(DType t) { return info(t).is_unsigned; }

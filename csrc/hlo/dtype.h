@@ -39,6 +39,9 @@ std::string_view dtype_name(DType t);
 // torch's ScalarType name, as CPU PyTorch prints dtypes in messages, e.g.
 // "Float", "Long", "ComplexFloat".
 std::string_view scalar_type_name(DType t);
+// The C++ element type some ATen messages print, e.g. "float", "long int",
+// "c10::Half" (internal dtypes print their ScalarType-style name).
+std::string_view cpp_type_name(DType t);
 int64_t byte_size(DType t);
 Category category(DType t);
 inline bool is_floating(DType t) { return category(t) == Category::Floating; }

@@ -29,38 +29,6 @@ Value nan_extremum(hlo::Builder& b, Value x, Value y, bool is_max) {
   return b.select(b.compare(x, x, "NE"), x, m);
 }
 
-// The C++ type name ATen's messages print for a dtype (c10::Half, short int).
-std::string cpp_type_name(DType t) {
-  switch (t) {
-    case DType::Bool:
-      return "bool";
-    case DType::U8:
-      return "unsigned char";
-    case DType::I8:
-      return "signed char";
-    case DType::I16:
-      return "short int";
-    case DType::I32:
-      return "int";
-    case DType::I64:
-      return "long int";
-    case DType::F16:
-      return "c10::Half";
-    case DType::BF16:
-      return "c10::BFloat16";
-    case DType::F32:
-      return "float";
-    case DType::F64:
-      return "double";
-    case DType::C64:
-      return "c10::complex<float>";
-    case DType::C128:
-      return "c10::complex<double>";
-    default:
-      return std::string(hlo::scalar_type_name(t));
-  }
-}
-
 bool is_bool_arg(Context& cx, size_t i) { return cx.tensor(i).dtype() == DType::Bool; }
 
 // PyTorch refuses subtraction with a bool operand (tensor or scalar).
@@ -1006,7 +974,8 @@ V masked_fill(Context& cx) {
     cx.fail("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with " +
             std::to_string(cx.tensor(2).rank()) + " dimension(s).");
   if (cx.tensor(1).dtype() != DType::Bool)
-    cx.fail("masked_fill_ only supports boolean masks, but got mask with dtype " + cpp_type_name(cx.tensor(1).dtype()));
+    cx.fail("masked_fill_ only supports boolean masks, but got mask with dtype " +
+            std::string(hlo::cpp_type_name(cx.tensor(1).dtype())));
   Value mask = cx.as(1, DType::Bool);
   // self and mask broadcast together, as on CPU (masked_fill_ then needs the
   // result to keep self's shape, which the write into self checks).

@@ -75,30 +75,6 @@ bool is_empty(const Value& v) {
   return false;
 }
 
-// The C++ type name CPU's "dtype must be a floating point" messages use.
-std::string cpp_type_name(DType t) {
-  switch (t) {
-    case DType::Bool:
-      return "bool";
-    case DType::U8:
-      return "unsigned char";
-    case DType::I8:
-      return "signed char";
-    case DType::I16:
-      return "short int";
-    case DType::I32:
-      return "int";
-    case DType::I64:
-      return "long int";
-    case DType::C64:
-      return "c10::complex<float>";
-    case DType::C128:
-      return "c10::complex<double>";
-    default:
-      return std::string(hlo::scalar_type_name(t));
-  }
-}
-
 // A real draw `draw(dims, real dtype)` of self's dtype t: for complex t both
 // parts are drawn (CPU fills view_as_real(self)).
 template <typename F>
@@ -246,7 +222,7 @@ V cauchy(Context& cx) {
     cx.fail(
         "Cauchy distribution is a continuous probability distribution. dtype must be a floating point but you "
         "specified " +
-        cpp_type_name(self.dtype()));
+        std::string(hlo::cpp_type_name(self.dtype())));
   DType out = self.dtype(), t = hlo::opmath_type(out);
   Value state = cx.rng(3);
   Value u = uniform01(b, state, self.dims(), t, float_digits(t));
@@ -430,7 +406,7 @@ Value random_range(Context& cx, int64_t from, bool has_to, int64_t to, Value sta
     bool uns = hlo::category(dt) == hlo::Category::Bool || hlo::is_unsigned(dt);
     double lo = uns ? 0 : -std::ldexp(1.0, bits - 1),
            hi = uns ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
-    std::string name = cpp_type_name(dt);
+    std::string name(hlo::cpp_type_name(dt));
     if (has_to || from != 0) {
       if (static_cast<double>(from) < lo || static_cast<double>(from) > hi)
         cx.fail("from is out of bounds for " + name);
