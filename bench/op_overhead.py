@@ -1,7 +1,8 @@
 """Per-op latency of strict-mode tpu against native CPU eager, side by side.
 
 Prints a table of medians over repeated runs and ends with the line
-``op_overhead small_add_ratio=X large_matmul_ratio=Y`` (tpu time / cpu time).
+``op_overhead small_add_ratio=X large_matmul_ratio=Y large_add_ratio=Z large_inplace_add_ratio=W``
+(tpu time / cpu time; the in-place add donates its buffer).
 Each tpu measurement ends with a sync so queued work is counted.
 """
 
@@ -29,14 +30,15 @@ def per_op_seconds(fn, sync, iters: int) -> float:
 def measure(op: str, n: int, device: str, iters: int) -> float:
     a = torch.randn(n, n).to(device)
     b = torch.randn(n, n).to(device)
-    fn = (lambda: a + b) if op == "add" else (lambda: a @ b)
+    ops = {"add": lambda: a + b, "add_": lambda: a.add_(b), "matmul": lambda: a @ b}
+    fn = ops[op]
     sync = torch_pjrt.synchronize if device == "tpu" else (lambda: None)
     if device == "tpu":
         # Wait for the results too, or strict mode would time only the enqueue.
         last = {}
 
         def fn_tpu():
-            last["r"] = (a + b) if op == "add" else (a @ b)
+            last["r"] = fn()
 
         def sync_tpu():
             if "r" in last:
@@ -51,7 +53,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    cases = [("add", 16, 20000), ("matmul", 16, 20000), ("add", 2048, 40), ("matmul", 2048, 5)]
+    cases = [("add", 16, 20000), ("matmul", 16, 20000), ("add", 2048, 40), ("add_", 2048, 40), ("matmul", 2048, 5)]
     print(f"{'op':8} {'size':>10} {'cpu us':>10} {'tpu us':>10} {'ratio':>7}")
     ratios = {}
     for op, n, iters in cases:
@@ -62,7 +64,10 @@ def main() -> None:
         c, t = statistics.median(cpu), statistics.median(tpu)
         ratios[(op, n)] = t / c
         print(f"{op:8} {f'{n}x{n}':>10} {c * 1e6:10.2f} {t * 1e6:10.2f} {t / c:7.2f}")
-    print(f"op_overhead small_add_ratio={ratios[('add', 16)]:.2f} large_matmul_ratio={ratios[('matmul', 2048)]:.2f}")
+    print(
+        f"op_overhead small_add_ratio={ratios[('add', 16)]:.2f} large_matmul_ratio={ratios[('matmul', 2048)]:.2f}"
+        f" large_add_ratio={ratios[('add', 2048)]:.2f} large_inplace_add_ratio={ratios[('add_', 2048)]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,155 +1,54 @@
-// The eager executor: storage slots, the compile cache keyed on an op's
-// structure, program execution, sync points, runtime checks and metrics.
+// The engine: runs op calls on the device and owns their device state.
 //
-// The torch glue describes one ATen call as an OpCall (views of storage
-// slots, runtime scalars, static arguments) and calls Engine::run. The
-// engine looks the call's structure up in the in-memory cache before any
-// StableHLO is printed; on a miss it builds the program through the lowering
-// table, compiles it once and remembers it. Runtime values (Python scalars,
-// RNG seeds and offsets) are always program parameters, never part of a key.
+// The torch glue describes one ATen call as an OpCall (call.h: views of
+// storage slots, runtime scalars, static arguments) and calls Engine::run.
+// The engine builds the call's key (cache.h) before any StableHLO is
+// printed and looks it up in the program cache; on a miss ProgramBuilder
+// (program.h) lowers it through the lowering table and the plugin compiles
+// it once. The engine then binds the program's parameters (slot buffers,
+// runtime scalars, RNG states, view offsets), donates the buffers of storages
+// the program overwrites when no one else holds them, enqueues the program
+// (executor.h) and stores the results: written storages into their slots
+// (slot.h), fresh results back to the glue. Runtime values are always
+// program parameters, never part of a key.
 //
 // Thread-safety: all public methods may be called from any thread at once
 // (torch's autograd runs backward on its own device thread, and users run
-// ops from several Python threads). The cache, scalar cache, in-flight
-// queue, pending checks and metrics are guarded by one mutex, `mu_`; each
-// slot guards its own state (see Slot). A slot's mutex is never held while
-// `mu_` is taken, nor the other way round, and no lock is held while the
-// host waits for a device program. Torch does not serialise storages: two
-// threads writing one storage race as on CPU (the last write wins), but the
-// process never sees a torn buffer.
+// ops from several Python threads). The cache, executor and metrics guard
+// themselves; each slot guards its own state. A thread waits for a pending
+// slot only while it holds no pending slot of its own, and no lock is held
+// while the host waits for a device program. Torch does not serialise
+// storages: two threads writing one storage race as on CPU (the last write
+// wins), but the process never sees a torn buffer.
 #pragma once
 
 #include <atomic>
-#include <deque>
-#include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "engine/view.h"
-#include "lowering/context.h"
+#include "engine/cache.h"
+#include "engine/call.h"
+#include "engine/executor.h"
+#include "engine/metrics.h"
+#include "engine/program.h"
+#include "engine/slot.h"
 #include "runtime/pjrt.h"
 
 namespace torch_pjrt::engine {
 
-using hlo::DType;
-
-// The device memory behind one torch storage. Owned by the storage's DataPtr
-// (created by the allocator, deleted with the storage).
-//
-// Thread-safety: `device` and `nbytes` never change. The buffer, its dtype
-// and its producer are read and replaced together under the slot's own
-// mutex, so a thread that reads a storage while another writes it sees
-// either the old or the new buffer, never a torn one. Only the engine
-// replaces a slot's buffer (Engine::run, upload, adopt).
-class Slot {
- public:
-  Slot(int device, int64_t nbytes);
-  ~Slot();
-  Slot(const Slot&) = delete;
-  Slot& operator=(const Slot&) = delete;
-
-  struct State {
-    runtime::BufferPtr buffer;       // flat 1-D, nbytes / byte_size(dtype) elements; null until written
-    DType dtype = DType::U8;         // element type of `buffer`
-    const char* producer = nullptr;  // ATen name of the op that wrote `buffer` last (for async errors)
-  };
-  // A consistent copy of the current state (the buffer is shared, not copied).
-  State state() const;
-  bool has_buffer() const;
-
-  const int device;
-  const int64_t nbytes;
-
- private:
-  friend class Engine;
-  void set(State s);
-
-  mutable std::mutex mu_;
-  State state_;
-};
-
 // The eager modes. Fused is accepted by the API but not implemented yet.
 enum class Mode { Debug, Strict, Fused };
-
-// One argument of a call as the glue hands it over.
-struct CallArg {
-  using Kind = lowering::Arg::Kind;
-  Kind kind = Kind::None;
-  // Tensor (and each element of TensorList): a view of a slot.
-  struct TensorRef {
-    Slot* slot = nullptr;
-    ViewSpec view;
-  };
-  TensorRef tensor;
-  std::vector<TensorRef> list;
-  std::vector<int64_t> present;  // Tensor?[]: 1 per position with a tensor
-  // Scalar: a rank-0 runtime value (f64/i64/bool for Python numbers, or the
-  // dtype of a zero-dim host tensor when `host_tensor`).
-  DType scalar_dtype = DType::F64;
-  bool host_tensor = false;
-  uint8_t scalar_bytes[8] = {};
-  // Static values (part of the key).
-  int64_t i = 0;
-  std::vector<int64_t> ints;
-  std::string s;
-  // Rng: seed and offset for this call.
-  uint64_t rng[2] = {0, 0};
-};
-
-// A registered op: its ATen name and lowering. Lives for the process.
-struct OpDef {
-  OpDef(std::string name, lowering::LowerFn lower) : name(std::move(name)), lower(lower) {}
-  std::string name;  // "aten::add.Tensor"
-  lowering::LowerFn lower;
-  std::atomic<int64_t> calls{0};  // programs run for this op (metrics()["op_calls"])
-};
-
-struct OpCall {
-  const OpDef* op = nullptr;
-  int device = 0;
-  std::vector<CallArg> args;
-  // One entry per op result: the view the result is written into (in-place
-  // and out= variants), or slot == nullptr for a fresh output tensor.
-  std::vector<CallArg::TensorRef> targets;
-  // Strict mode: hand the program's runtime checks back in CallResult
-  // instead of queueing them, for a caller that still validates the call
-  // after it ran (out= casts) and queues them with add_checks() only if the
-  // call succeeds, so a refused call leaves no check behind.
-  bool defer_checks = false;
-};
 
 // What a call produced: the buffers of results that go to fresh tensors, in
 // order, with their types (results written to targets are already stored).
 struct CallResult {
   std::vector<runtime::BufferPtr> buffers;
   std::vector<hlo::TensorType> types;
-  struct Check {
-    runtime::BufferPtr failed;
-    std::string message;
-    lowering::ErrorKind kind;
-  };
+  using Check = PendingCheck;
   std::vector<Check> checks;  // only with OpCall::defer_checks
-};
-
-struct Metrics {
-  int64_t compiles = 0;
-  int64_t cache_hits = 0;
-  int64_t executions = 0;
-  int64_t syncs = 0;
-  double compile_seconds = 0;
-  std::map<std::string, int64_t> fallback_ops;
-  std::map<std::string, int64_t> op_calls;  // lowered ops run, by ATen name
-};
-
-// Raised for a failed runtime check of a program (an out-of-range index, an
-// integer division by zero); `kind` is the Python class it becomes.
-struct CheckError : std::runtime_error {
-  CheckError(const std::string& what, lowering::ErrorKind kind) : std::runtime_error(what), kind(kind) {}
-  lowering::ErrorKind kind;
 };
 
 class Engine {
@@ -198,38 +97,33 @@ class Engine {
   Mode mode() const { return mode_.load(); }
   void set_mode(Mode m) { mode_.store(m); }
 
-  Metrics metrics();
-  void reset_metrics();
-  void count_fallback(const std::string& op);
+  Metrics metrics() { return metrics_.snapshot(); }
+  void reset_metrics() { metrics_.reset(); }
+  void count_fallback(const std::string& op) { metrics_.fallback(op); }
   // Makes `op` appear in metrics()["op_calls"]; `op` must live for the process.
-  void register_op(OpDef* op);
-  int64_t allocated_bytes(int device) const;
-  int64_t peak_allocated_bytes(int device) const;
-  void reset_peak(int device);
-  void track_alloc(int device, int64_t delta);
-  // Number of cached programs.
-  size_t cache_size();
+  void register_op(OpDef* op) { metrics_.register_op(op); }
+  // Bytes of live device buffers (and reserved unwritten storages), and
+  // their peak since reset_peak().
+  int64_t allocated_bytes(int device) const { return runtime::DeviceMemory::get().current(device); }
+  int64_t peak_allocated_bytes(int device) const { return runtime::DeviceMemory::get().peak(device); }
+  void reset_peak(int device) { runtime::DeviceMemory::get().reset_peak(device); }
+  // Number of cached programs, and the hex hash of each one's key.
+  size_t cache_size() { return cache_.size(); }
+  std::vector<std::string> program_keys() { return cache_.key_hashes(); }
+  // The key the call would be cached under (for tests and diagnostics).
+  ProgramKey key_of(const OpCall& call) const;
 
  private:
   explicit Engine(std::unique_ptr<runtime::Client> client);
-  struct Entry;
-  struct Key {
-    std::vector<int64_t> words;
-    size_t hash;
-    bool operator==(const Key& o) const { return hash == o.hash && words == o.words; }
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const { return k.hash; }
-  };
-
-  void make_key(const OpCall& call, std::vector<int64_t>& words) const;
-  std::unique_ptr<Entry> build(const OpCall& call);
-  runtime::BufferPtr scalar_buffer(const CallArg& a, int device);
+  std::unique_ptr<CachedProgram> compile(const std::vector<const OpCall*>& calls);
+  runtime::BufferPtr scalar_buffer(const uint8_t* bytes, DType dtype, int device);
 
   std::unique_ptr<runtime::Client> client_;
+  std::vector<int64_t> identity_;  // the first words of every key
   std::atomic<Mode> mode_{Mode::Strict};
-  std::mutex mu_;
-  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> cache_;
+  ProgramCache cache_;
+  Executor executor_;
+  MetricsRecorder metrics_;
   // Uploaded runtime scalars by (bits, dtype and device), reused across calls.
   struct ScalarKey {
     uint64_t bits;
@@ -239,19 +133,8 @@ class Engine {
   struct ScalarKeyHash {
     size_t operator()(const ScalarKey& k) const { return std::hash<uint64_t>()(k.bits * 31 + k.kind); }
   };
+  std::mutex scalars_mu_;
   std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;
-  using PendingCheck = CallResult::Check;
-  std::vector<PendingCheck> pending_checks_;
-  // Completion of programs enqueued since the last sync (with the op name for
-  // errors). Bounded: past kMaxInFlight the oldest half is awaited.
-  std::deque<std::pair<runtime::Event, const char*>> in_flight_;
-  static constexpr size_t kMaxInFlight = 4096;
-  void await_in_flight(size_t keep);
-  std::vector<OpDef*> ops_;
-  Metrics metrics_;
-  static constexpr int kMaxDevices = 64;
-  std::atomic<int64_t> allocated_[kMaxDevices] = {};
-  std::atomic<int64_t> peak_[kMaxDevices] = {};
 };
 
 }  // namespace torch_pjrt::engine

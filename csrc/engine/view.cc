@@ -27,13 +27,27 @@ bool ViewSpec::is_contiguous() const {
   return true;
 }
 
+int64_t ViewSpec::span() const {
+  if (numel() == 0) return 0;
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+  return last + 1;
+}
+
+bool ViewSpec::in_bounds(int64_t storage_numel) const {
+  if (numel() == 0) return true;
+  for (int64_t s : strides)
+    if (s < 0) return false;
+  return offset >= 0 && offset + span() <= storage_numel;
+}
+
 namespace {
 
-// Flat element index of every element of the view, as an i64 tensor of the
-// view's sizes.
+// Element index (past the offset) of every element of the view, as an i64
+// tensor of the view's sizes.
 Value element_indices(Builder& b, const ViewSpec& v) {
   TensorType t{DType::I64, v.sizes};
-  Value idx = b.full(static_cast<double>(v.offset), t);
+  Value idx = b.full(0, t);
   for (size_t d = 0; d < v.sizes.size(); ++d) {
     if (v.sizes[d] == 1 || v.strides[d] == 0) continue;
     idx = b.add(idx, b.mul(b.iota(t, static_cast<int64_t>(d)), b.full(static_cast<double>(v.strides[d]), t)));
@@ -41,21 +55,25 @@ Value element_indices(Builder& b, const ViewSpec& v) {
   return idx;
 }
 
-// A view whose non-broadcast dims, ordered by decreasing stride, each step
-// over whole multiples of the next: it is a strided box of the flat buffer and
-// reads with pad + slice + reshape, no gather.
-bool read_as_box(Builder& b, Value flat, const ViewSpec& v, Value* out) {
-  std::vector<int64_t> box;  // dims with size > 1 and stride > 0
+// The box dims of a view (size > 1, stride > 0) by decreasing stride, when
+// each steps over whole multiples of the next; false when it is no box.
+bool box_dims(const ViewSpec& v, std::vector<int64_t>* box) {
+  box->clear();
   for (size_t d = 0; d < v.sizes.size(); ++d)
-    if (v.sizes[d] > 1 && v.strides[d] > 0) box.push_back(static_cast<int64_t>(d));
-  std::stable_sort(box.begin(), box.end(), [&](int64_t a, int64_t c) { return v.strides[a] > v.strides[c]; });
-  for (size_t k = 0; k + 1 < box.size(); ++k) {
-    int64_t outer = v.strides[box[k]], inner = v.strides[box[k + 1]];
-    if (outer % inner != 0 || outer < inner * v.sizes[box[k + 1]]) return false;
+    if (v.sizes[d] > 1 && v.strides[d] > 0) box->push_back(static_cast<int64_t>(d));
+  std::stable_sort(box->begin(), box->end(), [&](int64_t a, int64_t c) { return v.strides[a] > v.strides[c]; });
+  for (size_t k = 0; k + 1 < box->size(); ++k) {
+    int64_t outer = v.strides[(*box)[k]], inner = v.strides[(*box)[k + 1]];
+    if (outer % inner != 0 || outer < inner * v.sizes[(*box)[k + 1]]) return false;
   }
-  const int64_t n = flat.type.numel();
-  // Region of the flat buffer the box spans, padded when the last row's
-  // stride reaches past the end of the storage.
+  return true;
+}
+
+// A strided box: the view's span at the runtime offset (always inside the
+// storage), padded to whole rows, reshaped into the box's region and sliced.
+Value read_box(Builder& b, Value flat, const ViewSpec& v, Value offset) {
+  std::vector<int64_t> box;
+  box_dims(v, &box);
   Dims region;
   int64_t length = 1;
   if (!box.empty()) {
@@ -64,9 +82,9 @@ bool read_as_box(Builder& b, Value flat, const ViewSpec& v, Value* out) {
     region.push_back(v.strides[box.back()]);
     length = v.sizes[box[0]] * v.strides[box[0]];
   }
-  Value x = flat;
-  if (v.offset + length > n) x = b.pad(x, b.constant(0, v.dtype), {0}, {v.offset + length - n}, {0});
-  x = b.slice(x, {v.offset}, {v.offset + length}, {1});
+  const int64_t span = v.span();
+  Value x = b.dynamic_slice(flat, {offset}, {span});
+  if (length > span) x = b.pad(x, b.constant(0, v.dtype), {0}, {length - span}, {0});
   Dims box_sizes;
   if (!box.empty()) {
     x = b.reshape(x, region);
@@ -85,34 +103,55 @@ bool read_as_box(Builder& b, Value flat, const ViewSpec& v, Value* out) {
   x = b.transpose(x, Dims(order.begin(), order.end()));
   Dims bdims;
   for (int64_t k : order) bdims.push_back(box[k]);
-  *out = b.broadcast_in_dim(x, v.sizes, bdims);
-  return true;
+  return b.broadcast_in_dim(x, v.sizes, bdims);
+}
+
+// Flat indices of the view's elements at the runtime offset, as [numel, 1].
+Value flat_indices(Builder& b, const ViewSpec& v, Value offset) {
+  Value idx = b.reshape(element_indices(b, v), {v.numel(), 1});
+  return b.add(idx, b.broadcast_in_dim(offset, {v.numel(), 1}, {}));
 }
 
 }  // namespace
 
-Value read_view(Builder& b, Value flat, const ViewSpec& v) {
-  const int64_t n = flat.type.numel();
-  if (v.numel() == 0) return b.full(0, TensorType{v.dtype, v.sizes});
-  if (v.covers(n)) return b.reshape(flat, v.sizes);
-  if (v.is_contiguous()) return b.reshape(b.slice(flat, {v.offset}, {v.offset + v.numel()}, {1}), v.sizes);
-  Value out;
-  if (read_as_box(b, flat, v, &out)) return out;
+Access access_of(const ViewSpec& v, int64_t storage_numel) {
+  if (v.numel() == 0) return Access::Empty;
+  if (v.is_contiguous()) return v.numel() == storage_numel ? Access::Whole : Access::Contiguous;
+  std::vector<int64_t> box;
+  return box_dims(v, &box) ? Access::Box : Access::Gather;
+}
+
+Value read_view(Builder& b, Value flat, const ViewSpec& v, Access access, Value offset) {
+  switch (access) {
+    case Access::Empty:
+      return b.full(0, TensorType{v.dtype, v.sizes});
+    case Access::Whole:
+      return b.reshape(flat, v.sizes);
+    case Access::Contiguous:
+      return b.reshape(b.dynamic_slice(flat, {offset}, {v.numel()}), v.sizes);
+    case Access::Box:
+      return read_box(b, flat, v, offset);
+    case Access::Gather:
+      break;
+  }
   // Overlapping windows (unfold, as_strided): gather element by element.
-  Value idx = b.reshape(element_indices(b, v), {v.numel(), 1});
-  Value g = b.gather(flat, idx, {}, {0}, {0}, {1}, {v.numel()});
+  Value g = b.gather(flat, flat_indices(b, v, offset), {}, {0}, {0}, {1}, {v.numel()});
   return b.reshape(g, v.sizes);
 }
 
-Value write_view(Builder& b, Value flat, Value update, const ViewSpec& v) {
-  const int64_t n = flat.type.numel();
-  if (v.numel() == 0) return flat;
-  if (v.covers(n)) return b.reshape(update, {n});
-  if (v.is_contiguous())
-    return b.dynamic_update_slice(flat, b.reshape(update, {v.numel()}),
-                                  {b.constant(static_cast<double>(v.offset), DType::I64)});
-  Value idx = b.reshape(element_indices(b, v), {v.numel(), 1});
-  return b.scatter(flat, idx, b.reshape(update, {v.numel()}), {}, {0}, {0}, "");
+Value write_view(Builder& b, Value flat, Value update, const ViewSpec& v, Access access, Value offset) {
+  switch (access) {
+    case Access::Empty:
+      return flat;
+    case Access::Whole:
+      return b.reshape(update, {flat.type.numel()});
+    case Access::Contiguous:
+      return b.dynamic_update_slice(flat, b.reshape(update, {v.numel()}), {offset});
+    case Access::Box:
+    case Access::Gather:
+      break;
+  }
+  return b.scatter(flat, flat_indices(b, v, offset), b.reshape(update, {v.numel()}), {}, {0}, {0}, "");
 }
 
 }  // namespace torch_pjrt::engine

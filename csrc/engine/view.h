@@ -1,7 +1,14 @@
 // The storage and view model: a storage is one flat 1-D device buffer; a
 // tensor is a view of it (sizes, strides, offset, dtype), exactly as on CPU.
 // Programs read a view out of the flat buffer and write a view back into a
-// new flat buffer. The view spec is static and part of the compile key.
+// new flat buffer.
+//
+// A view's sizes, strides and dtype are static: they shape the program and
+// are part of its key. Its offset is a runtime value: a program reaches the
+// view at an i64 offset parameter (dynamic_slice, dynamic_update_slice or
+// gather/scatter indices plus the offset), so `a[i]`, `narrow(0, i, n)` or a
+// KV-cache write at `pos` compile one program for every i. The access path
+// (Access) depends on the structure only, never on the offset.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +28,35 @@ struct ViewSpec {
   // True when the view is exactly the whole storage of `storage_numel`
   // elements in row-major order.
   bool covers(int64_t storage_numel) const { return offset == 0 && numel() == storage_numel && is_contiguous(); }
+  // 1 + the largest element index the view reaches past its offset (0 when
+  // it is empty).
+  int64_t span() const;
+  // Whether every element of the view lies inside a storage of
+  // `storage_numel` elements (programs clamp dynamic starts, so a view out of
+  // range must be refused before it runs, never clamped).
+  bool in_bounds(int64_t storage_numel) const;
 };
 
-// The view's elements as a tensor of its sizes, read from `flat`.
-hlo::Value read_view(hlo::Builder& b, hlo::Value flat, const ViewSpec& view);
+// How a program reaches a view's elements in its storage.
+//   Empty: no elements. Whole: the view is the whole storage (offset 0).
+//   Contiguous: a row-major run of elements at the offset.
+//   Box: a strided box (each dim steps over whole multiples of the next):
+//        one dynamic_slice, then reshape and slice, no gather.
+//   Gather: anything else (overlapping windows, as_strided): element indices.
+enum class Access : uint8_t { Empty, Whole, Contiguous, Box, Gather };
+
+// The access path of a view of a storage of `storage_numel` elements, from
+// its structure alone (a view in bounds covering all elements has offset 0).
+Access access_of(const ViewSpec& view, int64_t storage_numel);
+// Whether programs take the view's offset as a parameter.
+inline bool takes_offset(Access a) { return a != Access::Empty && a != Access::Whole; }
+
+// The view's elements as a tensor of its sizes, read from `flat`. `offset` is
+// the rank-0 i64 offset parameter when takes_offset(access), else unused.
+hlo::Value read_view(hlo::Builder& b, hlo::Value flat, const ViewSpec& view, Access access, hlo::Value offset);
 // A new flat buffer equal to `flat` with the view's elements replaced by
 // `update` (already of the view's sizes and dtype).
-hlo::Value write_view(hlo::Builder& b, hlo::Value flat, hlo::Value update, const ViewSpec& view);
+hlo::Value write_view(hlo::Builder& b, hlo::Value flat, hlo::Value update, const ViewSpec& view, Access access,
+                      hlo::Value offset);
 
 }  // namespace torch_pjrt::engine

@@ -69,14 +69,20 @@ Dims broadcast_shapes(const Dims& a, const Dims& b) {
 Value Builder::parameter(const TensorType& t) {
   Value v{next_id(), t};
   params_.push_back(v);
+  param_alias_.push_back(-1);
   return v;
 }
+
+void Builder::alias_parameter(size_t param, size_t result) { param_alias_.at(param) = static_cast<int64_t>(result); }
 
 void Builder::set_results(const std::vector<Value>& results) { results_ = results; }
 
 std::string Builder::module_text() const {
   std::string s = "module @torch_pjrt {\n  func.func public @main(";
-  for (size_t i = 0; i < params_.size(); ++i) s += (i ? ", " : "") + name(params_[i]) + ": " + params_[i].type.str();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    s += (i ? ", " : "") + name(params_[i]) + ": " + params_[i].type.str();
+    if (param_alias_[i] >= 0) s += " {tf.aliasing_output = " + std::to_string(param_alias_[i]) + " : i32}";
+  }
   s += ") -> (" + types(results_) + ") {\n";
   s += body_;
   s += "    \"func.return\"(";

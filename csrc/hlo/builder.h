@@ -60,6 +60,9 @@ class Builder {
 
   Value parameter(const TensorType& t);
   void set_results(const std::vector<Value>& results);
+  // Lets the program reuse parameter `param`'s buffer for result `result`
+  // (of the same type) when the caller donates it: `tf.aliasing_output`.
+  void alias_parameter(size_t param, size_t result);
   const std::vector<Value>& parameters() const { return params_; }
   const std::vector<Value>& results() const { return results_; }
   // The whole module: `module { func.func public @main(...) { ... } }`.
@@ -153,6 +156,7 @@ class Builder {
 
   int next_id_ = 0;
   std::vector<Value> params_;
+  std::vector<int64_t> param_alias_;  // per parameter: the aliased result, or -1
   std::vector<Value> results_;
   std::string body_;
   std::vector<std::string*> blocks_{&body_};

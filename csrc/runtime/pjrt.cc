@@ -145,7 +145,70 @@ void Event::wait() {
 
 // ---------------------------------------------------------------- Buffer
 
+DeviceMemory& DeviceMemory::get() {
+  static DeviceMemory* memory = new DeviceMemory();  // never destroyed: buffers may outlive static destructors
+  return *memory;
+}
+
+void DeviceMemory::add(int device, int64_t delta) {
+  if (device < 0 || device >= kMaxDevices || delta == 0) return;
+  int64_t now = current_[device].fetch_add(delta) + delta;
+  int64_t peak = peak_[device].load();
+  while (now > peak && !peak_[device].compare_exchange_weak(peak, now)) {
+  }
+}
+
+int64_t DeviceMemory::current(int device) const {
+  return device < 0 || device >= kMaxDevices ? 0 : current_[device].load();
+}
+int64_t DeviceMemory::peak(int device) const { return device < 0 || device >= kMaxDevices ? 0 : peak_[device].load(); }
+void DeviceMemory::reset_peak(int device) {
+  if (device >= 0 && device < kMaxDevices) peak_[device].store(current_[device].load());
+}
+
+namespace {
+int64_t element_bytes(ElementType t) {
+  switch (t) {
+    case ElementType::PRED:
+    case ElementType::S8:
+    case ElementType::U8:
+      return 1;
+    case ElementType::S16:
+    case ElementType::U16:
+    case ElementType::F16:
+    case ElementType::BF16:
+      return 2;
+    case ElementType::S32:
+    case ElementType::U32:
+    case ElementType::F32:
+      return 4;
+    case ElementType::S64:
+    case ElementType::U64:
+    case ElementType::F64:
+    case ElementType::C64:
+      return 8;
+    case ElementType::C128:
+      return 16;
+  }
+  return 0;
+}
+}  // namespace
+
+Buffer::Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer, int device, int64_t bytes)
+    : plugin_(std::move(plugin)), buffer_(buffer), device_(device), counted_(bytes) {
+  if (counted_ < 0) {
+    try {
+      counted_ = on_device_bytes();
+    } catch (const Error&) {
+      counted_ = 0;  // a plugin that cannot tell: the buffer is not counted
+    }
+  }
+  DeviceMemory::get().add(device_, counted_);
+}
+
 Buffer::~Buffer() {
+  DeviceMemory::get().add(device_, -counted_);
+  if (!buffer_) return;
   auto a = args_of<PJRT_Buffer_Destroy_Args>();
   a.buffer = buffer_;
   plugin_->api()->PJRT_Buffer_Destroy(&a);
@@ -185,8 +248,11 @@ Executable::~Executable() {
   plugin_->api()->PJRT_LoadedExecutable_Destroy(&a);
 }
 
-std::vector<BufferPtr> Executable::execute(const std::vector<PJRT_Buffer*>& args) const {
+std::vector<BufferPtr> Executable::execute(const std::vector<PJRT_Buffer*>& args, const std::vector<int64_t>& keep,
+                                           const std::vector<Buffer*>& donated) const {
   auto options = args_of<PJRT_ExecuteOptions>();
+  options.non_donatable_input_indices = keep.data();
+  options.num_non_donatable_input_indices = keep.size();
   std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
   PJRT_Buffer* const* arg_list = args.data();
   PJRT_Buffer** out_list = outputs.data();
@@ -198,9 +264,26 @@ std::vector<BufferPtr> Executable::execute(const std::vector<PJRT_Buffer*>& args
   a.num_args = args.size();
   a.output_lists = &out_list;
   check(plugin_->api(), plugin_->api()->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
+  for (Buffer* d : donated) {
+    DeviceMemory::get().add(d->device_, -d->counted_);
+    d->counted_ = 0;
+  }
   std::vector<BufferPtr> result;
   result.reserve(outputs.size());
-  for (PJRT_Buffer* b : outputs) result.push_back(std::make_shared<Buffer>(plugin_, b));
+  std::call_once(sized_, [&] {
+    for (PJRT_Buffer* b : outputs) {
+      Buffer probe(plugin_, b, device_, 0);
+      int64_t n = 0;
+      try {
+        n = probe.on_device_bytes();
+      } catch (const Error&) {
+      }
+      probe.buffer_ = nullptr;  // not owned by the probe
+      output_bytes_.push_back(n);
+    }
+  });
+  for (size_t i = 0; i < outputs.size(); ++i)
+    result.push_back(std::make_shared<Buffer>(plugin_, outputs[i], device_, output_bytes_[i]));
   return result;
 }
 
@@ -275,7 +358,9 @@ BufferPtr Client::from_host(const void* data, ElementType type, const std::vecto
   a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
   a.device = devices_.at(device);
   check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
-  auto buffer = std::make_shared<Buffer>(plugin_, a.buffer);
+  int64_t bytes = element_bytes(type);
+  for (int64_t d : dims) bytes *= d;
+  auto buffer = std::make_shared<Buffer>(plugin_, a.buffer, device, bytes);
   if (a.done_with_host_buffer) Event(plugin_, a.done_with_host_buffer).wait();
   return buffer;
 }
@@ -301,7 +386,7 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir, int device)
   check(api, api->PJRT_Client_Compile(&a), "compiling StableHLO");
 
   // From here on `exe` owns the handle, also if the output count fails.
-  auto exe = std::make_unique<Executable>(plugin_, a.executable, 0);
+  auto exe = std::make_unique<Executable>(plugin_, a.executable, 0, device);
   auto get = args_of<PJRT_LoadedExecutable_GetExecutable_Args>();
   get.loaded_executable = a.executable;
   check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");

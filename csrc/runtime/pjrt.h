@@ -13,8 +13,10 @@
 // except where a method says so.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -97,12 +99,32 @@ class Event {
   PJRT_Event* event_;
 };
 
+// Bytes of the live device buffers of each device (every Buffer counts its
+// on-device size while it lives and is not donated), and their peak since the
+// last reset_peak(); engines add reservations of their own (storages not yet
+// written). Process-wide; thread-safe (atomics).
+class DeviceMemory {
+ public:
+  static DeviceMemory& get();
+  void add(int device, int64_t delta);
+  int64_t current(int device) const;
+  int64_t peak(int device) const;
+  void reset_peak(int device);
+  static constexpr int kMaxDevices = 64;
+
+ private:
+  std::atomic<int64_t> current_[kMaxDevices] = {};
+  std::atomic<int64_t> peak_[kMaxDevices] = {};
+};
+
 // A device array. Owns the PJRT_Buffer; the buffer may still be being
 // computed when this object is made (PJRT is async) and is ready when
-// ready() completes. Immutable from the host's point of view.
+// ready() completes. Immutable from the host's point of view. Counts its
+// bytes in DeviceMemory until it is destroyed or donated.
 class Buffer {
  public:
-  Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer) : plugin_(std::move(plugin)), buffer_(buffer) {}
+  // `bytes`: its on-device size when the caller knows it, or -1 to ask PJRT.
+  Buffer(std::shared_ptr<Plugin> plugin, PJRT_Buffer* buffer, int device, int64_t bytes = -1);
   Buffer(const Buffer&) = delete;
   ~Buffer();
 
@@ -116,25 +138,37 @@ class Buffer {
   // keep the buffer alive.
   Event ready_event() const;
   int64_t on_device_bytes() const;
+  int device() const { return device_; }
 
  private:
+  friend class Executable;
   std::shared_ptr<Plugin> plugin_;
   PJRT_Buffer* buffer_;
+  int device_;
+  int64_t counted_ = 0;  // bytes counted in DeviceMemory
 };
 using BufferPtr = std::shared_ptr<Buffer>;
 
 // A compiled program bound to one device. Owns the PJRT_LoadedExecutable.
 class Executable {
  public:
-  Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe, int num_outputs)
-      : plugin_(std::move(plugin)), exe_(exe), num_outputs_(num_outputs) {}
+  Executable(std::shared_ptr<Plugin> plugin, PJRT_LoadedExecutable* exe, int num_outputs, int device)
+      : plugin_(std::move(plugin)), exe_(exe), num_outputs_(num_outputs), device_(device) {}
   Executable(const Executable&) = delete;
   ~Executable();
 
   // Enqueues one run. Returns the output buffers at once; they become ready
   // asynchronously. The arguments must stay alive until this returns (PJRT
   // keeps its own references after that).
-  std::vector<BufferPtr> execute(const std::vector<PJRT_Buffer*>& args) const;
+  //
+  // Donation: a parameter the program aliases to an output
+  // (`tf.aliasing_output`) is donated unless its index is in `keep`: PJRT
+  // then deletes that argument's buffer and the output takes its memory. The
+  // caller names the donated arguments in `donated` (they stop counting in
+  // DeviceMemory before the outputs start) and must hold the only reference
+  // to each: no one may use a donated Buffer afterwards except to destroy it.
+  std::vector<BufferPtr> execute(const std::vector<PJRT_Buffer*>& args, const std::vector<int64_t>& keep = {},
+                                 const std::vector<Buffer*>& donated = {}) const;
   int num_outputs() const { return num_outputs_; }
 
  private:
@@ -142,6 +176,10 @@ class Executable {
   std::shared_ptr<Plugin> plugin_;
   PJRT_LoadedExecutable* exe_;
   int num_outputs_;
+  int device_;
+  // On-device bytes of each output (fixed per program), learnt on the first run.
+  mutable std::once_flag sized_;
+  mutable std::vector<int64_t> output_bytes_;
 };
 
 // One PJRT client and its addressable devices. Owns the PJRT_Client.

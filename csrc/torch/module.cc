@@ -81,6 +81,7 @@ PYBIND11_MODULE(_C, m) {
     d["cache_hits"] = mt.cache_hits;
     d["executions"] = mt.executions;
     d["syncs"] = mt.syncs;
+    d["donations"] = mt.donations;
     d["compile_seconds"] = mt.compile_seconds;
     py::dict fb;
     for (const auto& [k, v] : mt.fallback_ops) fb[py::str(k)] = v;
@@ -91,6 +92,7 @@ PYBIND11_MODULE(_C, m) {
     d["cached_programs"] = engine_or_raise().cache_size();
     return d;
   });
+  m.def("_program_keys", [] { return engine_or_raise().program_keys(); });
   m.def("_reset_metrics", [] { engine_or_raise().reset_metrics(); });
   m.def("_memory_allocated", [](int d) { return engine_or_raise().allocated_bytes(d); });
   m.def("_max_memory_allocated", [](int d) { return engine_or_raise().peak_allocated_bytes(d); });

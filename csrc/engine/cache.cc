@@ -1,0 +1,150 @@
+#include "engine/cache.h"
+
+#include <cstring>
+
+namespace torch_pjrt::engine {
+
+namespace {
+
+void push_string(std::vector<int64_t>& w, const std::string& s) {
+  w.push_back(static_cast<int64_t>(s.size()));
+  for (size_t i = 0; i < s.size(); i += 8) {
+    int64_t chunk = 0;
+    std::memcpy(&chunk, s.data() + i, std::min<size_t>(8, s.size() - i));
+    w.push_back(chunk);
+  }
+}
+
+void push_ref(std::vector<int64_t>& w, const TensorRef& r, SlotNumbering& slots, const std::string& op) {
+  if (!r.slot) {
+    w.push_back(-1);
+    return;
+  }
+  const ViewSpec& v = r.view;
+  const int64_t numel = storage_numel(r);
+  if (!v.in_bounds(numel))
+    throw lowering::LoweringError(op + ": a view reaches outside its storage (offset " + std::to_string(v.offset) +
+                                  ", storage of " + std::to_string(numel) + " elements)");
+  w.push_back(slots.index_of(r.slot));
+  w.push_back(static_cast<int64_t>(v.dtype));
+  w.push_back(static_cast<int64_t>(access_of(v, numel)));
+  w.push_back(static_cast<int64_t>(v.sizes.size()));
+  w.insert(w.end(), v.sizes.begin(), v.sizes.end());
+  w.insert(w.end(), v.strides.begin(), v.strides.end());
+  w.push_back(numel);
+}
+
+void push_call(std::vector<int64_t>& w, const OpCall& call, SlotNumbering& slots) {
+  const std::string& op = call.op->name;
+  push_string(w, op);
+  w.push_back(call.device);
+  for (const CallArg& a : call.args) {
+    w.push_back(static_cast<int64_t>(a.kind));
+    switch (a.kind) {
+      case CallArg::Kind::Tensor:
+        push_ref(w, a.tensor, slots, op);
+        break;
+      case CallArg::Kind::TensorList:
+        w.push_back(static_cast<int64_t>(a.list.size()));
+        w.insert(w.end(), a.present.begin(), a.present.end());
+        for (const auto& t : a.list) push_ref(w, t, slots, op);
+        break;
+      case CallArg::Kind::Scalar:
+        w.push_back(static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor);
+        break;
+      case CallArg::Kind::Int:
+      case CallArg::Kind::Bool:
+      case CallArg::Kind::DType:
+        w.push_back(a.i);
+        break;
+      case CallArg::Kind::Ints:
+        w.push_back(static_cast<int64_t>(a.ints.size()));
+        w.insert(w.end(), a.ints.begin(), a.ints.end());
+        break;
+      case CallArg::Kind::String:
+        push_string(w, a.s);
+        break;
+      case CallArg::Kind::None:
+      case CallArg::Kind::Rng:
+        break;
+    }
+  }
+  w.push_back(static_cast<int64_t>(call.targets.size()));
+  for (const auto& t : call.targets) push_ref(w, t, slots, op);
+}
+
+}  // namespace
+
+std::string ProgramKey::hex() const {
+  static const char digits[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 0; i < 16; ++i) s[15 - i] = digits[(hash >> (4 * i)) & 0xf];
+  return s;
+}
+
+std::vector<int64_t> plugin_identity(const runtime::Client& client) {
+  std::vector<int64_t> w;
+  push_string(w, client.platform_name());
+  push_string(w, client.platform_version());
+  push_string(w, client.plugin().api_version());
+  // Compile options differ between devices only by the device id, which
+  // each call's words hold.
+  push_string(w, runtime::compile_options_proto(0));
+  return w;
+}
+
+void make_key(const std::vector<int64_t>& identity, const std::vector<const OpCall*>& calls, ProgramKey& key) {
+  std::vector<int64_t>& w = key.words;
+  w.assign(identity.begin(), identity.end());
+  SlotNumbering slots;
+  w.push_back(static_cast<int64_t>(calls.size()));
+  for (const OpCall* call : calls) push_call(w, *call, slots);
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t x : w) {
+    h = (h ^ static_cast<uint64_t>(x)) * 1099511628211ull;
+    h ^= h >> 29;
+  }
+  key.hash = h;
+}
+
+const CachedProgram* ProgramCache::get(const ProgramKey& key, const Compile& compile, bool* hit) {
+  std::unique_lock<std::mutex> g(mu_);
+  *hit = true;
+  for (;;) {
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second.get();
+    if (!compiling_.count(key)) break;
+    compiled_.wait(g);
+  }
+  *hit = false;
+  compiling_.insert(key);
+  g.unlock();
+  std::unique_ptr<CachedProgram> program;
+  try {
+    program = compile();
+  } catch (...) {
+    g.lock();
+    compiling_.erase(key);
+    compiled_.notify_all();
+    throw;
+  }
+  g.lock();
+  compiling_.erase(key);
+  const CachedProgram* stored = entries_.emplace(key, std::move(program)).first->second.get();
+  compiled_.notify_all();
+  return stored;
+}
+
+size_t ProgramCache::size() {
+  std::lock_guard<std::mutex> g(mu_);
+  return entries_.size();
+}
+
+std::vector<std::string> ProgramCache::key_hashes() {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : entries_) out.push_back(k.hex());
+  return out;
+}
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,79 @@
+// The program cache: compiled programs by the structure of their calls.
+//
+// A ProgramKey is a sequence of 64-bit words that determines a program
+// completely: the plugin's identity (platform, version, C API version) and
+// compile options, then for each call its ATen op name (as text, not a
+// pointer), device, argument kinds, the structure of every view (dtype,
+// sizes, strides, access path, storage size and which distinct storage it
+// is; not its offset) and the static arguments. Runtime values (scalars,
+// RNG states, view offsets) never enter it. Its hash is a fixed function of
+// the words (FNV-1a), so the same calls give the same key and hash in every
+// process: key and signature can be written to disk and read back (the disk
+// tiers come later; the in-memory tier is here).
+//
+// Thread-safety: ProgramCache methods may be called from any thread; entries
+// are never removed, so a found entry stays valid for the process.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/call.h"
+#include "engine/program.h"
+#include "runtime/pjrt.h"
+
+namespace torch_pjrt::engine {
+
+struct ProgramKey {
+  std::vector<int64_t> words;
+  uint64_t hash = 0;
+
+  bool operator==(const ProgramKey& o) const { return hash == o.hash && words == o.words; }
+  // The hash as 16 hex digits.
+  std::string hex() const;
+};
+
+// The key's first words: what identifies the plugin and how it compiles.
+std::vector<int64_t> plugin_identity(const runtime::Client& client);
+
+// Builds the key of a sequence of calls into `key` (reusing its storage).
+// Throws lowering::LoweringError for a view that reaches outside its storage
+// (programs would clamp it).
+void make_key(const std::vector<int64_t>& identity, const std::vector<const OpCall*>& calls, ProgramKey& key);
+
+// A compiled program and what its parameters and results are.
+struct CachedProgram {
+  Signature signature;
+  std::unique_ptr<runtime::Executable> exe;
+};
+
+class ProgramCache {
+ public:
+  using Compile = std::function<std::unique_ptr<CachedProgram>()>;
+  // The entry for `key`; when there is none, `compile` makes it and it is
+  // stored. Threads that miss the same key at once compile it once: the
+  // others wait for the first (and compile themselves if it threw, so each
+  // sees its own error). `*hit` says whether this call found it ready.
+  const CachedProgram* get(const ProgramKey& key, const Compile& compile, bool* hit);
+  size_t size();
+  // The hex hash of every cached key (for diagnostics and tests).
+  std::vector<std::string> key_hashes();
+
+ private:
+  struct Hash {
+    size_t operator()(const ProgramKey& k) const { return static_cast<size_t>(k.hash); }
+  };
+  std::mutex mu_;
+  std::condition_variable compiled_;
+  std::unordered_map<ProgramKey, std::unique_ptr<CachedProgram>, Hash> entries_;
+  std::unordered_set<ProgramKey, Hash> compiling_;
+};
+
+}  // namespace torch_pjrt::engine

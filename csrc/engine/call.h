@@ -1,0 +1,89 @@
+// What the torch glue hands the engine: one ATen call as plain data.
+//
+// An OpCall names its op (an OpDef: ATen name and lowering), its device, its
+// arguments in schema order and the views its results are written into.
+// Tensors are views of storage slots; Python numbers and zero-dim host
+// tensors are runtime scalars; dims, flags and dtypes are static. Runtime
+// values (scalars, RNG seeds and offsets, view offsets) become program
+// parameters and never enter a program key.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/slot.h"
+#include "engine/view.h"
+#include "lowering/context.h"
+
+namespace torch_pjrt::engine {
+
+using hlo::DType;
+
+// One argument of a call as the glue hands it over.
+struct CallArg {
+  using Kind = lowering::Arg::Kind;
+  Kind kind = Kind::None;
+  // Tensor (and each element of TensorList): a view of a slot.
+  struct TensorRef {
+    Slot* slot = nullptr;
+    ViewSpec view;
+  };
+  TensorRef tensor;
+  std::vector<TensorRef> list;
+  std::vector<int64_t> present;  // Tensor?[]: 1 per position with a tensor
+  // Scalar: a rank-0 runtime value (f64/i64/bool for Python numbers, or the
+  // dtype of a zero-dim host tensor when `host_tensor`).
+  DType scalar_dtype = DType::F64;
+  bool host_tensor = false;
+  uint8_t scalar_bytes[8] = {};
+  // Static values (part of the key).
+  int64_t i = 0;
+  std::vector<int64_t> ints;
+  std::string s;
+  // Rng: seed and offset for this call.
+  uint64_t rng[2] = {0, 0};
+};
+using TensorRef = CallArg::TensorRef;
+
+// A registered op: its ATen name and lowering. Lives for the process.
+struct OpDef {
+  OpDef(std::string name, lowering::LowerFn lower) : name(std::move(name)), lower(lower) {}
+  std::string name;  // "aten::add.Tensor"
+  lowering::LowerFn lower;
+  std::atomic<int64_t> calls{0};  // programs run for this op (metrics()["op_calls"])
+};
+
+struct OpCall {
+  const OpDef* op = nullptr;
+  int device = 0;
+  std::vector<CallArg> args;
+  // One entry per op result: the view the result is written into (in-place
+  // and out= variants), or slot == nullptr for a fresh output tensor.
+  std::vector<TensorRef> targets;
+  // Strict mode: hand the program's runtime checks back in CallResult
+  // instead of queueing them, for a caller that still validates the call
+  // after it ran (out= casts) and queues them with add_checks() only if the
+  // call succeeds, so a refused call leaves no check behind.
+  bool defer_checks = false;
+};
+
+// Every tensor reference of a call, in the fixed order that numbers them in
+// program keys and signatures: tensor arguments (list elements in order),
+// then targets that have a slot.
+template <typename Fn>
+void for_each_ref(const OpCall& call, Fn&& fn) {
+  for (const CallArg& a : call.args) {
+    if (a.kind == CallArg::Kind::Tensor) fn(a.tensor, false);
+    if (a.kind == CallArg::Kind::TensorList)
+      for (const auto& t : a.list) fn(t, false);
+  }
+  for (const auto& t : call.targets)
+    if (t.slot) fn(t, true);
+}
+
+// Elements of the storage a reference views, counted in the view's dtype.
+inline int64_t storage_numel(const TensorRef& r) { return r.slot->nbytes / hlo::byte_size(r.view.dtype); }
+
+}  // namespace torch_pjrt::engine

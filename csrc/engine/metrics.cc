@@ -1,0 +1,51 @@
+#include "engine/metrics.h"
+
+namespace torch_pjrt::engine {
+
+void MetricsRecorder::compiled(double seconds) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.compiles++;
+  m_.compile_seconds += seconds;
+}
+
+void MetricsRecorder::cache_hit() {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.cache_hits++;
+}
+
+void MetricsRecorder::executed(int64_t donations) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.executions++;
+  m_.donations += donations;
+}
+
+void MetricsRecorder::synced() {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.syncs++;
+}
+
+void MetricsRecorder::fallback(const std::string& op) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.fallback_ops[op]++;
+}
+
+void MetricsRecorder::register_op(OpDef* op) {
+  std::lock_guard<std::mutex> g(mu_);
+  ops_.push_back(op);
+}
+
+Metrics MetricsRecorder::snapshot() {
+  std::lock_guard<std::mutex> g(mu_);
+  Metrics m = m_;
+  for (const OpDef* op : ops_)
+    if (int64_t n = op->calls.load()) m.op_calls[op->name] += n;
+  return m;
+}
+
+void MetricsRecorder::reset() {
+  std::lock_guard<std::mutex> g(mu_);
+  m_ = Metrics{};
+  for (OpDef* op : ops_) op->calls.store(0);
+}
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,45 @@
+// Counters of what the engine did, for torch_pjrt.metrics().
+//
+// Thread-safety: all methods may be called from any thread at once.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/call.h"
+
+namespace torch_pjrt::engine {
+
+struct Metrics {
+  int64_t compiles = 0;
+  int64_t cache_hits = 0;
+  int64_t executions = 0;
+  int64_t syncs = 0;
+  int64_t donations = 0;  // input buffers given to the program that overwrote them
+  double compile_seconds = 0;
+  std::map<std::string, int64_t> fallback_ops;
+  std::map<std::string, int64_t> op_calls;  // lowered ops run, by ATen name
+};
+
+class MetricsRecorder {
+ public:
+  void compiled(double seconds);
+  void cache_hit();
+  void executed(int64_t donations);
+  void synced();
+  void fallback(const std::string& op);
+  // Makes `op` appear in op_calls; `op` must live for the process.
+  void register_op(OpDef* op);
+  Metrics snapshot();
+  void reset();
+
+ private:
+  std::mutex mu_;
+  Metrics m_;
+  std::vector<OpDef*> ops_;
+};
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,270 @@
+#include "engine/program.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+namespace torch_pjrt::engine {
+
+using hlo::TensorType;
+using hlo::Value;
+using lowering::Arg;
+using lowering::LoweringError;
+
+// ---------------------------------------------------------------- signature
+
+std::string Signature::serialize() const {
+  std::ostringstream o;
+  o << "sig1\nparams " << params.size();
+  for (const auto& p : params) o << ' ' << int(p.kind) << ':' << p.index << ':' << p.call;
+  o << "\nslots " << slot_dtypes.size();
+  for (DType t : slot_dtypes) o << ' ' << int(t);
+  o << "\noutputs " << outputs.size();
+  for (const auto& s : outputs) o << ' ' << int(s.kind) << ':' << s.index;
+  o << "\nfresh " << fresh_types.size();
+  for (size_t i = 0; i < fresh_types.size(); ++i) {
+    o << ' ' << fresh_calls[i] << ':' << int(fresh_types[i].dtype) << ':' << fresh_types[i].dims.size();
+    for (int64_t d : fresh_types[i].dims) o << ':' << d;
+  }
+  o << "\ndonations " << donations.size();
+  for (const auto& [p, r] : donations) o << ' ' << p << ':' << r;
+  o << "\nchecks " << checks.size() << '\n';
+  for (const auto& c : checks) o << int(c.kind) << ' ' << c.message.size() << ' ' << c.message << '\n';
+  return o.str();
+}
+
+namespace {
+
+// Reads "a:b:c" groups of integers; throws on anything else.
+struct SigReader {
+  std::istringstream in;
+  explicit SigReader(const std::string& s) : in(s) {}
+  [[noreturn]] void bad() { throw std::runtime_error("malformed program signature"); }
+  void word(const char* w) {
+    std::string got;
+    if (!(in >> got) || got != w) bad();
+  }
+  int64_t integer() {
+    int64_t v;
+    if (!(in >> v)) bad();
+    return v;
+  }
+  int64_t next() {  // after ':'
+    char c;
+    if (!(in >> c) || c != ':') bad();
+    return integer();
+  }
+  size_t count(const char* w) {
+    word(w);
+    int64_t n = integer();
+    if (n < 0 || n > (int64_t{1} << 24)) bad();
+    return static_cast<size_t>(n);
+  }
+};
+
+}  // namespace
+
+Signature Signature::deserialize(const std::string& text) {
+  SigReader r(text);
+  Signature s;
+  r.word("sig1");
+  for (size_t n = r.count("params"); n--;) {
+    auto kind = static_cast<Param>(r.integer());
+    int32_t index = static_cast<int32_t>(r.next());
+    s.params.push_back({kind, index, static_cast<int32_t>(r.next())});
+  }
+  for (size_t n = r.count("slots"); n--;) s.slot_dtypes.push_back(static_cast<DType>(r.integer()));
+  for (size_t n = r.count("outputs"); n--;) {
+    auto kind = static_cast<Output>(r.integer());
+    s.outputs.push_back({kind, static_cast<int32_t>(r.next())});
+  }
+  for (size_t n = r.count("fresh"); n--;) {
+    s.fresh_calls.push_back(static_cast<int32_t>(r.integer()));
+    TensorType t;
+    t.dtype = static_cast<DType>(r.next());
+    for (int64_t rank = r.next(); rank-- > 0;) t.dims.push_back(r.next());
+    s.fresh_types.push_back(t);
+  }
+  for (size_t n = r.count("donations"); n--;) {
+    int32_t p = static_cast<int32_t>(r.integer());
+    s.donations.push_back({p, static_cast<int32_t>(r.next())});
+  }
+  for (size_t n = r.count("checks"); n--;) {
+    auto kind = static_cast<lowering::ErrorKind>(r.integer());
+    int64_t len = r.integer();
+    if (len < 0 || len > (1 << 20) || r.in.get() != ' ') r.bad();
+    std::string message(static_cast<size_t>(len), '\0');
+    if (!r.in.read(message.data(), len)) r.bad();
+    s.checks.push_back({message, kind});
+  }
+  return s;
+}
+
+bool Signature::operator==(const Signature& o) const { return serialize() == o.serialize(); }
+
+// ---------------------------------------------------------------- builder
+
+int SlotNumbering::index_of(Slot* slot) {
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i] == slot) return static_cast<int>(i);
+  slots_.push_back(slot);
+  return static_cast<int>(slots_.size() - 1);
+}
+
+ProgramBuilder::SlotValue& ProgramBuilder::slot_value(const TensorRef& r, int s, std::string_view op) {
+  if (s >= static_cast<int>(values_.size())) {
+    values_.resize(s + 1);
+    sig_.slot_dtypes.resize(s + 1, r.view.dtype);
+    values_[s].numel = storage_numel(r);
+  } else if (sig_.slot_dtypes[s] != r.view.dtype) {
+    throw LoweringError(std::string(op) + ": one storage is viewed with two dtypes in one program");
+  }
+  return values_[s];
+}
+
+Value ProgramBuilder::offset_param(const TensorRef& r, Access access) {
+  int32_t ref = refs_++;
+  if (!takes_offset(access)) return Value{};
+  sig_.params.push_back({Signature::Param::Offset, ref, calls_});
+  return b_.parameter(TensorType{DType::I64, {}});
+}
+
+void ProgramBuilder::add(const OpCall& call) {
+  const std::string& op = call.op->name;
+  // Read the argument views (a slot's flat value becomes a parameter the first
+  // time the sequence reads it before writing all of it).
+  auto read = [&](const TensorRef& r) {
+    int s = numbering_.index_of(r.slot);
+    SlotValue& v = slot_value(r, s, op);
+    Access access = access_of(r.view, v.numel);
+    Value offset = offset_param(r, access);
+    if (!v.has_value && access != Access::Empty) {
+      v.flat = b_.parameter(TensorType{r.view.dtype, {v.numel}});
+      v.has_value = v.read = true;
+      v.param = static_cast<int>(sig_.params.size());
+      sig_.params.push_back({Signature::Param::Slot, s, calls_});
+    }
+    return read_view(b_, v.flat, r.view, access, offset);
+  };
+
+  std::vector<Arg> args;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    const CallArg& a = call.args[i];
+    switch (a.kind) {
+      case CallArg::Kind::None:
+        args.push_back(Arg::none());
+        break;
+      case CallArg::Kind::Tensor:
+        args.push_back(Arg::tensor(read(a.tensor)));
+        break;
+      case CallArg::Kind::TensorList: {
+        std::vector<Value> vs;
+        for (const auto& t : a.list) vs.push_back(read(t));
+        Arg arg = Arg::tensor_list(vs);
+        arg.ints = a.present;
+        args.push_back(arg);
+        break;
+      }
+      case CallArg::Kind::Scalar: {
+        Value p = b_.parameter(TensorType{a.scalar_dtype, {}});
+        sig_.params.push_back({Signature::Param::Scalar, static_cast<int32_t>(i), calls_});
+        args.push_back(a.host_tensor ? Arg::tensor(p) : Arg::scalar(p));
+        break;
+      }
+      case CallArg::Kind::Rng: {
+        Value p = b_.parameter(TensorType{DType::U64, {2}});
+        sig_.params.push_back({Signature::Param::Rng, static_cast<int32_t>(i), calls_});
+        args.push_back(Arg::rng(p));
+        break;
+      }
+      case CallArg::Kind::Int:
+        args.push_back(Arg::integer(a.i));
+        break;
+      case CallArg::Kind::Bool:
+        args.push_back(Arg::boolean(a.i != 0));
+        break;
+      case CallArg::Kind::DType:
+        args.push_back(Arg::dtype(static_cast<DType>(a.i)));
+        break;
+      case CallArg::Kind::Ints:
+        args.push_back(Arg::integers(a.ints));
+        break;
+      case CallArg::Kind::String:
+        args.push_back(Arg::string(a.s));
+        break;
+    }
+  }
+
+  lowering::Context cx(b_, std::move(args), op);
+  std::vector<Value> results = call.op->lower(cx);
+  if (!call.targets.empty() && results.size() < call.targets.size())
+    throw LoweringError(op + ": lowering returned fewer results than the op writes");
+
+  for (size_t k = 0; k < results.size(); ++k) {
+    Value v = results[k];
+    if (k >= call.targets.size() || !call.targets[k].slot) {
+      sig_.fresh_types.push_back(v.type);
+      sig_.fresh_calls.push_back(calls_);
+      fresh_.push_back(b_.reshape(v, {v.type.numel()}));
+      continue;
+    }
+    const TensorRef& target = call.targets[k];
+    const ViewSpec& view = target.view;
+    if (view.numel() == 0 && v.type.numel() == 0) {
+      offset_param(target, Access::Empty);
+      continue;
+    }
+    if (!hlo::can_cast(v.dtype(), view.dtype))
+      throw LoweringError(op + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
+                          " can't be cast to the desired output type " +
+                          std::string(hlo::scalar_type_name(view.dtype)));
+    if (v.dims() != view.sizes)
+      throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
+                          " doesn't match the broadcast shape " + hlo::dims_str(v.dims()));
+    int s = numbering_.index_of(target.slot);
+    SlotValue& sv = slot_value(target, s, op);
+    Access access = access_of(view, sv.numel);
+    Value offset = offset_param(target, access);
+    if (!sv.has_value && access != Access::Whole) {
+      // A partial write keeps the rest of the storage: read it first.
+      sv.flat = b_.parameter(TensorType{view.dtype, {sv.numel}});
+      sv.has_value = sv.read = true;
+      sv.param = static_cast<int>(sig_.params.size());
+      sig_.params.push_back({Signature::Param::Slot, s, calls_});
+    }
+    Value base = sv.has_value ? sv.flat : b_.full(0, TensorType{view.dtype, {sv.numel}});
+    sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);
+    sv.has_value = sv.written = true;
+  }
+  for (const auto& c : cx.checks()) {
+    sig_.checks.push_back({c.message, c.kind});
+    checks_.push_back(c.failed);
+  }
+  ++calls_;
+}
+
+Program ProgramBuilder::finish() {
+  std::vector<Value> outs;
+  for (size_t i = 0; i < fresh_.size(); ++i) {
+    sig_.outputs.push_back({Signature::Output::Fresh, static_cast<int32_t>(i)});
+    outs.push_back(fresh_[i]);
+  }
+  for (size_t s = 0; s < values_.size(); ++s) {
+    if (!values_[s].written) continue;
+    if (values_[s].read) {
+      int32_t out = static_cast<int32_t>(outs.size());
+      sig_.donations.push_back({values_[s].param, out});
+      b_.alias_parameter(values_[s].param, out);
+    }
+    sig_.outputs.push_back({Signature::Output::SlotWrite, static_cast<int32_t>(s)});
+    outs.push_back(values_[s].flat);
+  }
+  for (size_t i = 0; i < checks_.size(); ++i) {
+    sig_.outputs.push_back({Signature::Output::Check, static_cast<int32_t>(i)});
+    outs.push_back(checks_[i]);
+  }
+  b_.set_results(outs);
+  return Program{b_.module_text(), std::move(sig_)};
+}
+
+}  // namespace torch_pjrt::engine

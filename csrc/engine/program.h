@@ -1,0 +1,109 @@
+// One StableHLO program from a sequence of op calls, and its signature.
+//
+// ProgramBuilder lowers N calls through the lowering table into one module.
+// Eager execution builds N = 1; fused regions and compiled graphs build more
+// from the same builder. Calls of a sequence communicate through storages: a
+// call that reads a slot an earlier call wrote sees the written value inside
+// the program. The module's parameters are the storages the sequence reads
+// (each distinct slot once, as its flat buffer), the runtime scalars and RNG
+// states of its calls, and the offsets of the views it reaches at an offset.
+// Its results are the fresh tensors, the final value of every storage it
+// writes, and one i1 per runtime check.
+//
+// A Signature says what each parameter and result is, in terms of the calls
+// (argument k of call c, the i-th distinct slot, the j-th tensor reference),
+// never of pointers, so it can be written as text and read back by another
+// process together with the compiled program.
+//
+// Thread-safety: a ProgramBuilder is used by one thread; a Signature is a
+// plain value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/call.h"
+
+namespace torch_pjrt::engine {
+
+struct Signature {
+  enum class Param : uint8_t { Slot, Scalar, Rng, Offset };
+  struct ParamSource {
+    Param kind;
+    int32_t index;  // Slot: distinct slot; Scalar, Rng: argument of `call`; Offset: tensor reference
+    int32_t call;   // Scalar, Rng: the call of the sequence
+  };
+  enum class Output : uint8_t { Fresh, SlotWrite, Check };
+  struct OutputSink {
+    Output kind;
+    int32_t index;  // Fresh: fresh result; SlotWrite: distinct slot; Check: check
+  };
+  struct CheckInfo {
+    std::string message;
+    lowering::ErrorKind kind;
+  };
+
+  std::vector<ParamSource> params;
+  std::vector<DType> slot_dtypes;  // the element type each distinct slot is read and written as
+  std::vector<OutputSink> outputs;
+  std::vector<hlo::TensorType> fresh_types;
+  std::vector<int32_t> fresh_calls;  // the call that produced each fresh result
+  std::vector<CheckInfo> checks;
+  // (parameter, output) pairs: the slot's old buffer may be donated to the
+  // output that overwrites it (the program aliases them).
+  std::vector<std::pair<int32_t, int32_t>> donations;
+
+  // A text form that deserialize() reads back into an equal Signature.
+  std::string serialize() const;
+  // Throws std::runtime_error on text serialize() did not write.
+  static Signature deserialize(const std::string& text);
+  bool operator==(const Signature& o) const;
+};
+
+struct Program {
+  std::string module_text;
+  Signature signature;
+};
+
+// Numbers the distinct slots of a sequence of calls in order of first
+// reference (the numbering keys and signatures use).
+class SlotNumbering {
+ public:
+  int index_of(Slot* slot);
+  const std::vector<Slot*>& slots() const { return slots_; }
+
+ private:
+  std::vector<Slot*> slots_;
+};
+
+class ProgramBuilder {
+ public:
+  // Lowers `call` after the calls added before it. Throws
+  // lowering::LoweringError for arguments its lowering refuses.
+  void add(const OpCall& call);
+  // The module and its signature; the builder is spent.
+  Program finish();
+
+ private:
+  struct SlotValue {
+    hlo::Value flat;  // the slot's current value in the program
+    bool has_value = false;
+    bool read = false;  // a parameter
+    bool written = false;
+    int param = -1;  // its parameter index when read
+    int64_t numel = 0;
+  };
+  SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
+  hlo::Value offset_param(const TensorRef& r, Access access);
+
+  hlo::Builder b_;
+  Signature sig_;
+  SlotNumbering numbering_;
+  std::vector<SlotValue> values_;
+  std::vector<hlo::Value> fresh_, checks_;
+  int32_t calls_ = 0;
+  int32_t refs_ = 0;
+};
+
+}  // namespace torch_pjrt::engine

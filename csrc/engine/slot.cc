@@ -1,0 +1,53 @@
+#include "engine/slot.h"
+
+namespace torch_pjrt::engine {
+
+// A slot that has no buffer reserves its bytes in DeviceMemory (a storage
+// that will be written); once it holds a buffer, the buffer counts itself.
+Slot::Slot(int device, int64_t nbytes) : device(device), nbytes(nbytes) {
+  runtime::DeviceMemory::get().add(device, nbytes);
+}
+
+Slot::~Slot() {
+  if (!state_.buffer) runtime::DeviceMemory::get().add(device, -nbytes);
+}
+
+Slot::State Slot::state() const {
+  std::unique_lock<std::mutex> g(mu_);
+  written_.wait(g, [&] { return !pending_; });
+  return state_;
+}
+
+bool Slot::has_buffer() const { return state().buffer != nullptr; }
+
+void Slot::set(State s) {
+  runtime::BufferPtr old;  // released after the lock: destroying a buffer calls into PJRT
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!state_.buffer && !pending_ && s.buffer) runtime::DeviceMemory::get().add(device, -nbytes);
+    old = std::move(state_.buffer);
+    state_ = std::move(s);
+    pending_ = false;
+  }
+  written_.notify_all();
+}
+
+bool Slot::take_if_unshared(const runtime::BufferPtr& ours) {
+  std::lock_guard<std::mutex> g(mu_);
+  // Two owners: this slot and the caller's copy.
+  if (pending_ || !ours || state_.buffer != ours || ours.use_count() != 2) return false;
+  state_.buffer.reset();
+  pending_ = true;
+  return true;
+}
+
+void Slot::restore(runtime::BufferPtr buffer) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    state_.buffer = std::move(buffer);
+    pending_ = false;
+  }
+  written_.notify_all();
+}
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,68 @@
+// A storage's device state.
+//
+// Every tpu storage owns one Slot (through its DataPtr: created by the
+// allocator, deleted with the storage). The slot holds the storage's current
+// device buffer: one flat 1-D array of nbytes / byte_size(dtype) elements,
+// or nothing until the storage is first written (it then reads as zeros).
+//
+// Only the engine changes a slot (Engine::run, upload, adopt; see
+// engine.h). The torch glue asks the engine and never writes a buffer.
+//
+// A slot is materialised (it holds its buffer, or none yet) or pending: its
+// buffer was donated to a program that is being enqueued and will be
+// replaced by that program's output. Readers wait while it is pending (only
+// for the enqueue, not for the program to run).
+//
+// Thread-safety: `device` and `nbytes` never change. The buffer, its dtype and
+// its producer are read and replaced together under the slot's own mutex, so
+// a thread that reads a storage while another writes it sees either the old
+// or the new buffer, never a torn one. The mutex is never held while another
+// lock is taken or while the host waits for a device program.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "hlo/dtype.h"
+#include "runtime/pjrt.h"
+
+namespace torch_pjrt::engine {
+
+class Slot {
+ public:
+  Slot(int device, int64_t nbytes);
+  ~Slot();
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+  struct State {
+    runtime::BufferPtr buffer;          // null until written
+    hlo::DType dtype = hlo::DType::U8;  // element type of `buffer`
+    const char* producer = nullptr;     // ATen name of the op that wrote `buffer` last (for async errors)
+  };
+  // A consistent copy of the current state (the buffer is shared, not copied).
+  State state() const;
+  bool has_buffer() const;
+
+  const int device;
+  const int64_t nbytes;
+
+ private:
+  friend class Engine;
+  void set(State s);
+  // Donation: when the slot's buffer is `ours` and nobody but this slot and
+  // the caller holds it, drops the slot's reference (the caller's is then
+  // the only one), makes the slot pending and returns true; else changes
+  // nothing. Never waits. The caller ends the pending state with set() (the
+  // program's output) or restore() (the enqueue failed).
+  bool take_if_unshared(const runtime::BufferPtr& ours);
+  void restore(runtime::BufferPtr buffer);
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable written_;
+  State state_;
+  bool pending_ = false;
+};
+
+}  // namespace torch_pjrt::engine
