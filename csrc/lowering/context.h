@@ -121,11 +121,112 @@ class Context {
 
 using LowerFn = std::vector<Value> (*)(Context&);
 
+// How the glue prepares an op's arguments on the host before the call is
+// described: the CPU kernels read these values from the data first.
+enum class HostPrep : uint8_t {
+  None,
+  RepeatInterleave,  // repeat_interleave.Tensor: output_size = repeats.sum()
+  Bincount,          // bincount: minlength = max(minlength, self.max() + 1)
+};
+// How an out= op's out tensor is sized before the lowering writes it
+// (OutDirect lowerings, keyed by the out= name): from values the lowering
+// takes as static arguments.
+enum class OutSizing : uint8_t {
+  Given,   // the out tensor has its size already (or the glue resizes it to the result)
+  Arange,  // arange.start_out(start, end, step): ceil((end - start) / step)
+  Eye,     // eye.out(n) / eye.m_out(n, m): [n, m]
+  Space,   // linspace.out / logspace.out(start, end, steps): [steps]
+};
+
+// Facts about an op that the torch glue needs beside its lowering. Every
+// op-specific rule of the glue lives here, next to the lowering, so a
+// torch.compile path that reads the table keeps them too.
+struct Traits {
+  // Data-dependent result sizes: the lowering returns results padded to the
+  // largest size and, last, a rank-0 i64 count; these results are narrowed to
+  // it (along dim 0, or result 0 along the op's `dim` argument at position
+  // `narrow_dim_arg` when given).
+  std::vector<int> narrowed;
+  int narrow_dim_arg = -1;
+  HostPrep prepare = HostPrep::None;
+  OutSizing out_sizing = OutSizing::Given;
+  // Advanced indexing whose bool/uint8 masks become long indices first.
+  bool expand_masks = false;
+  // Arguments the op updates although its schema does not mark them written.
+  std::vector<int> unmarked_writes;
+  // The lowering draws random numbers though the schema has no Generator.
+  bool implicit_rng = false;
+  // The results depend on the first argument's memory layout: the glue
+  // appends a Bool, self.is_contiguous().
+  bool contiguity_flag = false;
+  // linalg *_ex: with check_errors=True a nonzero info (the last result)
+  // raises under this API name, as ATen's composite does.
+  const char* check_errors_api = nullptr;
+  // The CPU kernel accepts a written tensor with internal overlap (fills,
+  // reductions into out=, index_put_).
+  bool overlap_allowed = false;
+  // The in-place op this functional op computes when its name is not this
+  // one's plus "_" (normal_ -> normal_functional).
+  const char* in_place = nullptr;
+  // The glue registers kernels of its own for this op and its in-place form
+  // (copy, copy_); the lowering serves them.
+  bool own_kernel = false;
+
+  Traits& data_dependent(std::vector<int> results, int dim_arg = -1) {
+    narrowed = std::move(results);
+    narrow_dim_arg = dim_arg;
+    return *this;
+  }
+  Traits& host_prep(HostPrep p) {
+    prepare = p;
+    return *this;
+  }
+  Traits& sized_by(OutSizing s) {
+    out_sizing = s;
+    return *this;
+  }
+  Traits& masks() {
+    expand_masks = true;
+    return *this;
+  }
+  Traits& writes(std::vector<int> args) {
+    unmarked_writes = std::move(args);
+    return *this;
+  }
+  Traits& rng() {
+    implicit_rng = true;
+    return *this;
+  }
+  Traits& contiguity() {
+    contiguity_flag = true;
+    return *this;
+  }
+  Traits& check_errors(const char* api) {
+    check_errors_api = api;
+    return *this;
+  }
+  Traits& overlap_ok() {
+    overlap_allowed = true;
+    return *this;
+  }
+  Traits& in_place_form(const char* name) {
+    in_place = name;
+    return *this;
+  }
+  Traits& glue_kernel() {
+    own_kernel = true;
+    return *this;
+  }
+};
+
 struct Entry {
   const char* aten_name;  // "aten::add.Tensor": schema name and overload
   LowerFn fn;
+  Traits traits = {};
 };
 
+// The table entry for an ATen op, or nullptr.
+const Entry* find_entry(std::string_view aten_name);
 // The lowering for an ATen op, or nullptr.
 LowerFn find_lowering(std::string_view aten_name);
 // All ATen names that have a lowering.

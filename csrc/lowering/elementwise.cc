@@ -1154,12 +1154,12 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::isposinf", isposinf},
       {"aten::isneginf", isneginf},
       {"aten::where.self", where},
-      {"aten::masked_fill.Scalar", masked_fill},
-      {"aten::masked_fill.Tensor", masked_fill},
-      {"aten::fill.Scalar", fill},
-      {"aten::fill.Tensor", fill},
-      {"aten::zero", zero},
-      {"aten::copy", copy},
+      {"aten::masked_fill.Scalar", masked_fill, Traits().overlap_ok()},
+      {"aten::masked_fill.Tensor", masked_fill, Traits().overlap_ok()},
+      {"aten::fill.Scalar", fill, Traits().overlap_ok()},
+      {"aten::fill.Tensor", fill, Traits().overlap_ok()},
+      {"aten::zero", zero, Traits().overlap_ok()},
+      {"aten::copy", copy, Traits().glue_kernel()},
       {"aten::clone", clone},
   };
 }

@@ -241,7 +241,7 @@ V group_norm_backward(Context& cx) {
 
 std::vector<Entry> norm_lowerings() {
   return {
-      {"aten::native_batch_norm", batch_norm},
+      {"aten::native_batch_norm", batch_norm, Traits().writes({3, 4})},
       {"aten::_native_batch_norm_legit", batch_norm},
       {"aten::_native_batch_norm_legit.no_stats", batch_norm_no_stats},
       {"aten::_native_batch_norm_legit_functional", batch_norm},

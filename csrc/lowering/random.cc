@@ -437,9 +437,9 @@ V random_default(Context& cx) { return {random_range(cx, 0, false, 0, cx.rng(1))
 
 std::vector<Entry> random_lowerings() {
   return {
-      {"aten::native_dropout", native_dropout},
+      {"aten::native_dropout", native_dropout, Traits().rng()},
       {"aten::uniform", uniform},
-      {"aten::normal_functional", normal_functional},
+      {"aten::normal_functional", normal_functional, Traits().in_place_form("aten::normal_")},
       {"aten::exponential", exponential},
       {"aten::normal.Tensor_Tensor", normal_tensors},
       {"aten::normal.Tensor_float", normal_tensors},
@@ -448,7 +448,7 @@ std::vector<Entry> random_lowerings() {
       {"aten::log_normal", log_normal},
       {"aten::geometric", geometric},
       {"aten::multinomial", multinomial},
-      {"aten::bernoulli.p", bernoulli_p},
+      {"aten::bernoulli.p", bernoulli_p, Traits().in_place_form("aten::bernoulli_.float")},
       {"aten::bernoulli", bernoulli},
       {"aten::random.from", random_from},
       {"aten::random.to", random_to},

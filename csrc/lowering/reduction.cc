@@ -845,13 +845,13 @@ V segment_reduce_backward(Context& cx) {
 std::vector<Entry> reduction_lowerings() {
   return {
       {"aten::sum", sum},
-      {"aten::sum.dim_IntList", sum_dim},
+      {"aten::sum.dim_IntList", sum_dim, Traits().overlap_ok()},
       {"aten::mean", mean},
-      {"aten::mean.dim", mean_dim},
+      {"aten::mean.dim", mean_dim, Traits().overlap_ok()},
       {"aten::prod", prod},
-      {"aten::prod.dim_int", prod_dim},
-      {"aten::amax", amax},
-      {"aten::amin", amin},
+      {"aten::prod.dim_int", prod_dim, Traits().overlap_ok()},
+      {"aten::amax", amax, Traits().overlap_ok()},
+      {"aten::amin", amin, Traits().overlap_ok()},
       {"aten::max", max_all},
       {"aten::min", min_all},
       {"aten::max.dim", max_dim},

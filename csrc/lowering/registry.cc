@@ -6,15 +6,15 @@
 namespace torch_pjrt::lowering {
 namespace {
 
-const std::unordered_map<std::string, LowerFn>& table() {
+const std::unordered_map<std::string, Entry>& table() {
   static const auto* t = [] {
-    auto* m = new std::unordered_map<std::string, LowerFn>();
+    auto* m = new std::unordered_map<std::string, Entry>();
     for (auto family : {elementwise_lowerings, reduction_lowerings, linalg_lowerings, shape_lowerings, nn_lowerings,
                         random_lowerings, creation_lowerings, optim_lowerings, embedding_bag_lowerings, conv_lowerings,
                         pool_lowerings, norm_lowerings, select_lowerings, pad_lowerings, special_lowerings,
                         fft_lowerings, linalg_spectral_lowerings, sampling_lowerings}) {
       for (const Entry& e : family()) {
-        if (!m->emplace(e.aten_name, e.fn).second)
+        if (!m->emplace(e.aten_name, e).second)
           throw std::logic_error(std::string("duplicate lowering ") + e.aten_name);
       }
     }
@@ -25,14 +25,19 @@ const std::unordered_map<std::string, LowerFn>& table() {
 
 }  // namespace
 
-LowerFn find_lowering(std::string_view aten_name) {
+const Entry* find_entry(std::string_view aten_name) {
   auto it = table().find(std::string(aten_name));
-  return it == table().end() ? nullptr : it->second;
+  return it == table().end() ? nullptr : &it->second;
+}
+
+LowerFn find_lowering(std::string_view aten_name) {
+  const Entry* e = find_entry(aten_name);
+  return e ? e->fn : nullptr;
 }
 
 std::vector<std::string> lowered_ops() {
   std::vector<std::string> names;
-  for (const auto& [name, fn] : table()) names.push_back(name);
+  for (const auto& [name, entry] : table()) names.push_back(name);
   return names;
 }
 

@@ -373,17 +373,17 @@ V bincount(Context& cx) {
 
 std::vector<Entry> select_lowerings() {
   return {
-      {"aten::nonzero", nonzero},
+      {"aten::nonzero", nonzero, Traits().data_dependent({0})},
       {"aten::nonzero_static", nonzero_static},
-      {"aten::masked_select", masked_select},
+      {"aten::masked_select", masked_select, Traits().data_dependent({0})},
       {"aten::masked_scatter", masked_scatter},
       {"aten::equal", equal},
-      {"aten::unique_consecutive", unique_consecutive},
-      {"aten::_unique", unique},
-      {"aten::_unique2", unique2},
-      {"aten::unique_dim", unique_dim},
-      {"aten::repeat_interleave.Tensor", repeat_interleave},
-      {"aten::bincount", bincount},
+      {"aten::unique_consecutive", unique_consecutive, Traits().data_dependent({0, 2}, 3)},
+      {"aten::_unique", unique, Traits().data_dependent({0})},
+      {"aten::_unique2", unique2, Traits().data_dependent({0, 2})},
+      {"aten::unique_dim", unique_dim, Traits().data_dependent({0, 2}, 1)},
+      {"aten::repeat_interleave.Tensor", repeat_interleave, Traits().host_prep(HostPrep::RepeatInterleave)},
+      {"aten::bincount", bincount, Traits().host_prep(HostPrep::Bincount)},
   };
 }
 

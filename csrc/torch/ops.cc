@@ -197,33 +197,26 @@ void size_space_out(c10::ArrayRef<c10::IValue> args) {
   at::Tensor out = args.back().toTensor();
   if (out.dim() != 1 || out.numel() != steps) out.resize_({steps});
 }
-const std::unordered_map<std::string, void (*)(c10::ArrayRef<c10::IValue>)> kSizeOut = {
-    {"aten::arange.start_out", size_arange_out},
-    {"aten::eye.out", size_eye_out},
-    {"aten::eye.m_out", size_eye_out},
-    {"aten::linspace.out", size_space_out},
-    {"aten::logspace.out", size_space_out},
-};
+using SizeOutFn = void (*)(c10::ArrayRef<c10::IValue>);
+SizeOutFn size_out_fn(lowering::OutSizing s) {
+  switch (s) {
+    case lowering::OutSizing::Given:
+      return nullptr;
+    case lowering::OutSizing::Arange:
+      return size_arange_out;
+    case lowering::OutSizing::Eye:
+      return size_eye_out;
+    case lowering::OutSizing::Space:
+      return size_space_out;
+  }
+  return nullptr;
+}
 
-// Ops whose result sizes depend on the data. The lowering returns results
-// padded to the largest possible size and, last, a rank-0 i64 count; the
-// kernel reads the count (a sync point: a small device->host read) and
-// returns the listed results narrowed to it, a view of the padded buffer.
-// One program per input shape, none per count. Results are narrowed along
-// dim 0, except result 0 of an op called with its `dim` argument (the
-// unique ops' rows), which is narrowed along that dim.
-struct DataDependent {
-  std::vector<size_t> results;
-  int dim_arg = -1;  // position of the op's `int? dim` argument, or -1
-};
-const std::unordered_map<std::string, DataDependent> kDataDependent = {
-    {"aten::nonzero", {{0}}},                   // coordinates
-    {"aten::masked_select", {{0}}},             // values
-    {"aten::unique_consecutive", {{0, 2}, 3}},  // values, counts (inverse has self's size)
-    {"aten::_unique", {{0}}},
-    {"aten::_unique2", {{0, 2}}},               // values, counts
-    {"aten::unique_dim", {{0, 2}, 1}},          // rows along dim, counts
-};
+// Data-dependent result sizes (Traits::narrowed): the lowering returns
+// results padded to the largest possible size and, last, a rank-0 i64 count;
+// the kernel reads the count (a sync point: a small device->host read) and
+// returns the narrowed results, views of the padded buffers. One program per
+// input shape, none per count.
 
 // Ops whose output size is a function of the data that the lowering takes as
 // a static argument: the kernel reads the value first (a sync point) and
@@ -251,17 +244,24 @@ void prepare_bincount(c10::IValue* args) {
   TORCH_CHECK(x.min().item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
   args[2] = std::max(minlength, x.max().item<int64_t>() + 1);
 }
-const std::unordered_map<std::string, void (*)(c10::IValue*)> kPrepare = {
-    {"aten::repeat_interleave.Tensor", prepare_repeat_interleave},
-    {"aten::bincount", prepare_bincount},
-};
+using PrepareFn = void (*)(c10::IValue*);
+PrepareFn prepare_fn(lowering::HostPrep p) {
+  switch (p) {
+    case lowering::HostPrep::None:
+      return nullptr;
+    case lowering::HostPrep::RepeatInterleave:
+      return prepare_repeat_interleave;
+    case lowering::HostPrep::Bincount:
+      return prepare_bincount;
+  }
+  return nullptr;
+}
 
-// Advanced-indexing ops whose bool/uint8 indices the kernel expands to
-// long indices (their nonzero() columns) before lowering, as PyTorch's
-// expandTensors does on CPU. index_put keeps a lone mask whose values do not
-// depend on the number of true elements: its lowering does that as a select,
-// with no sync point.
-const std::set<std::string> kMaskIndexOps = {"aten::index.Tensor", "aten::index_put", "aten::_index_put_impl"};
+// Advanced indexing (Traits::expand_masks): the kernel expands bool/uint8
+// indices to long indices (their nonzero() columns) before lowering, as
+// PyTorch's expandTensors does on CPU. index_put keeps a lone mask whose
+// values do not depend on the number of true elements: its lowering does
+// that as a select, with no sync point.
 
 bool is_mask(const at::Tensor& t) { return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte; }
 
@@ -319,45 +319,12 @@ bool has_mask(const c10::IValue& indices) {
   return false;
 }
 
-// Ops that update arguments their schema does not mark as written.
-const std::unordered_map<std::string, std::vector<size_t>> kUnmarkedWrites = {
-    {"aten::native_batch_norm", {3, 4}},  // running_mean, running_var
-};
-
-// Ops whose lowering draws random numbers although their schema has no
-// Generator: the glue appends one.
-const std::set<std::string> kImplicitRng = {"aten::native_dropout"};
-
-// Ops whose results depend on the memory layout of their first argument (ATen
-// factors A^T when A is contiguous, and the backward relies on it): the glue
-// appends a Bool, A.is_contiguous(), after the schema's arguments.
-const std::set<std::string> kContiguityFlag = {"aten::_linalg_det", "aten::_linalg_slogdet"};
-
-// linalg `*_ex` ops: with check_errors=True, a nonzero `info` (their last
-// result) raises as ATen's composite does, under the API name CPU prints.
-const std::unordered_map<std::string, std::string> kCheckErrorsApi = {
-    {"aten::linalg_cholesky_ex", "linalg.cholesky_ex"},
-    {"aten::linalg_inv_ex", "linalg.inv_ex"},
-    {"aten::linalg_lu_factor_ex", "torch.linalg.lu_factor_ex"},
-    {"aten::_linalg_solve_ex", "torch.linalg.solve_ex"},
-};
-
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-
-// Ops whose CPU kernels accept a written tensor with internal overlap (an
-// expanded tensor): fills write one value to every element, reductions into
-// out= skip the check, index_put_ only warns.
-const std::set<std::string> kOverlapAllowed = {
-    "aten::fill.Scalar",        "aten::fill.Tensor",        "aten::zero", "aten::masked_fill.Scalar",
-    "aten::masked_fill.Tensor", "aten::index_fill.int_Scalar", "aten::index_fill.int_Tensor", "aten::tril",
-    "aten::triu",               "aten::index_put",          "aten::_index_put_impl", "aten::sum.dim_IntList",
-    "aten::mean.dim",           "aten::prod.dim_int",       "aten::amax", "aten::amin",
-};
 
 class LoweredKernel final : public c10::OperatorKernel {
  public:
-  LoweredKernel(std::string functional_name, lowering::LowerFn fn, Variant variant, const c10::FunctionSchema& schema)
-      : def_(std::move(functional_name), fn), variant_(variant) {
+  LoweredKernel(const lowering::Entry& entry, Variant variant, const c10::FunctionSchema& schema)
+      : def_(entry.aten_name, entry.fn), variant_(variant), traits_(entry.traits) {
     for (const auto& a : schema.arguments()) {
       bool is_out = a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only();
       if (variant == Variant::Out && is_out) {
@@ -369,28 +336,23 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     returns_ = schema.returns().size();
     returns_bool_ = returns_ == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::BoolType;
-    auto dd = kDataDependent.find(def_.name);
-    if (dd != kDataDependent.end()) narrowed_ = &dd->second;
-    auto prep = kPrepare.find(def_.name);
-    if (prep != kPrepare.end()) prepare_ = prep->second;
-    expand_masks_ = kMaskIndexOps.count(def_.name) > 0 && types_.size() > 1 && types_[1] == ArgType::OptTensorList;
+    prepare_ = prepare_fn(traits_.prepare);
+    expand_masks_ = traits_.expand_masks && types_.size() > 1 && types_[1] == ArgType::OptTensorList;
     returns_list_ = returns_ > 0 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const auto& a = schema.arguments()[i];
       if (a.alias_info() && a.alias_info()->isWrite() && !(variant != Variant::InPlace && a.kwarg_only()))
         written_.push_back(i);
     }
-    auto unmarked = kUnmarkedWrites.find(def_.name);
-    if (unmarked != kUnmarkedWrites.end() && variant != Variant::InPlace) written_ = unmarked->second;
-    implicit_rng_ = kImplicitRng.count(def_.name) > 0;
-    check_overlap_ = kOverlapAllowed.count(def_.name) == 0;
-    auto api = kCheckErrorsApi.find(def_.name);
-    if (api != kCheckErrorsApi.end())
+    if (!traits_.unmarked_writes.empty() && variant != Variant::InPlace)
+      written_.assign(traits_.unmarked_writes.begin(), traits_.unmarked_writes.end());
+    implicit_rng_ = traits_.implicit_rng;
+    check_overlap_ = !traits_.overlap_allowed;
+    if (traits_.check_errors_api)
       for (size_t i = 0; i < schema.arguments().size(); ++i)
-        if (schema.arguments()[i].name() == "check_errors") check_errors_ = {i, api->second};
-    contiguity_flag_ = kContiguityFlag.count(def_.name) > 0;
-    auto sizer = kSizeOut.find(def_.name);
-    if (sizer != kSizeOut.end()) size_out_ = sizer->second;
+        if (schema.arguments()[i].name() == "check_errors") check_errors_ = {i, traits_.check_errors_api};
+    contiguity_flag_ = traits_.contiguity_flag;
+    size_out_ = size_out_fn(traits_.out_sizing);
   }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -407,7 +369,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     // Bool/uint8 indices become long indices before the call is described.
     c10::IValue expanded;
     if (expand_masks_ && args[0].isTensor() && !args[1].isNone() && has_mask(args[1]) &&
-        !(def_.name != "aten::index.Tensor" && lone_mask_put(args[0].toTensor(), args[1], args[2])))
+        !(types_.size() > 2 &&
+          lone_mask_put(args[0].toTensor(), args[1], args[2])))  // index_put(self, indices, values)
       expanded = expand_masks(args[0].toTensor(), args[1]);
     OpCall call;
     call.op = &def_;
@@ -519,7 +482,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (check_overlap_) {
       if (variant_ == Variant::InPlace)
         for (size_t i : written_) {
-          if (args[i].isTensor()) at::assert_no_internal_overlap(args[i].toTensor());
+          if (args[i].isTensor())
+            at::assert_no_internal_overlap(args[i].toTensor());
           else
             for (const at::Tensor& t : args[i].toTensorList().vec()) at::assert_no_internal_overlap(t);
         }
@@ -530,7 +494,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (variant_ == Variant::InPlace) {
       self = args[written_.front()];
       for (size_t i : written_) {
-        if (args[i].isTensor()) call.targets.push_back(ref_of(args[i].toTensor()));
+        if (args[i].isTensor())
+          call.targets.push_back(ref_of(args[i].toTensor()));
         else
           for (const at::Tensor& t : args[i].toTensorList().vec()) call.targets.push_back(ref_of(t));
       }
@@ -575,7 +540,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       return;
     }
     int64_t count = -1;
-    if (narrowed_) {  // data-dependent sizes: the last result is the count
+    const bool narrowed = !traits_.narrowed.empty();
+    if (narrowed) {  // data-dependent sizes: the last result is the count
       Engine::get().read_result(r.buffers.at(r.buffers.size() - 1), &count, sizeof count, def_.name);
       r.buffers.pop_back();
       r.types.pop_back();
@@ -587,12 +553,13 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     if (check_errors_ && args[check_errors_->first].toBool() && !results.empty())
       at::_linalg_check_errors(results.back(), check_errors_->second, args[0].toTensor().dim() == 2);
-    if (narrowed_)
-      for (size_t k : narrowed_->results) {
+    if (narrowed)
+      for (size_t k : traits_.narrowed) {
         if (k >= results.size() || results[k].dim() == 0) continue;
         int64_t d = 0;
-        if (k == 0 && narrowed_->dim_arg >= 0 && call.args[narrowed_->dim_arg].kind == Kind::Int)
-          d = c10::maybe_wrap_dim(call.args[narrowed_->dim_arg].i, results[k].dim());
+        const int dim_arg = traits_.narrow_dim_arg;
+        if (k == 0 && dim_arg >= 0 && call.args[dim_arg].kind == Kind::Int)
+          d = c10::maybe_wrap_dim(call.args[dim_arg].i, results[k].dim());
         results[k] = results[k].narrow(d, 0, std::min(count, results[k].size(d)));
       }
     if (variant_ == Variant::Out) {
@@ -600,8 +567,10 @@ class LoweredKernel final : public c10::OperatorKernel {
       for (size_t k = 0; k < outs.size() && k < results.size(); ++k) {
         TORCH_CHECK(at::canCast(results[k].scalar_type(), outs[k].scalar_type()), "result type ",
                     results[k].scalar_type(), " can't be cast to the desired output type ", outs[k].scalar_type());
-        if (outs[k].sizes() != results[k].sizes()) outs[k].resize_(results[k].sizes());
-        else if (check_overlap_) at::assert_no_internal_overlap(outs[k]);
+        if (outs[k].sizes() != results[k].sizes())
+          outs[k].resize_(results[k].sizes());
+        else if (check_overlap_)
+          at::assert_no_internal_overlap(outs[k]);
         outs[k].copy_(results[k]);
         torch::jit::push(*stack, outs[k]);
       }
@@ -625,6 +594,7 @@ class LoweredKernel final : public c10::OperatorKernel {
 
   engine::OpDef def_;
   Variant variant_;
+  const lowering::Traits& traits_;  // the table entry's, alive for the process
   std::vector<ArgType> types_;
   size_t num_out_ = 0;
   std::vector<bool> out_index_;  // OutDirect: which arguments are out= tensors
@@ -633,24 +603,14 @@ class LoweredKernel final : public c10::OperatorKernel {
   std::vector<size_t> written_;  // InPlace: positions of the arguments the op writes
   std::once_flag registered_;    // counted in metrics from its first call
   bool implicit_rng_ = false;
-  bool check_overlap_ = true;     // not kOverlapAllowed
-  std::optional<std::pair<size_t, std::string>> check_errors_;  // kCheckErrorsApi: (argument, API name)
-  bool contiguity_flag_ = false;  // kContiguityFlag
-  void (*size_out_)(c10::ArrayRef<c10::IValue>) = nullptr;
-  bool returns_bool_ = false;                     // a Python bool (aten::equal)
-  const DataDependent* narrowed_ = nullptr;       // kDataDependent: results narrowed to the count
-  void (*prepare_)(c10::IValue* args) = nullptr;  // kPrepare
-  bool expand_masks_ = false;                     // kMaskIndexOps
+  bool check_overlap_ = true;                                   // not Traits::overlap_allowed
+  std::optional<std::pair<size_t, std::string>> check_errors_;  // Traits::check_errors_api: (argument, API name)
+  bool contiguity_flag_ = false;
+  SizeOutFn size_out_ = nullptr;
+  bool returns_bool_ = false;  // a Python bool (aten::equal)
+  PrepareFn prepare_ = nullptr;
+  bool expand_masks_ = false;
 };
-
-// In-place ops whose functional sibling is not simply the name without "_".
-const std::unordered_map<std::string, std::string> kInPlaceAliases = {
-    {"aten::normal_", "aten::normal_functional"},
-    {"aten::bernoulli_.float", "aten::bernoulli.p"},
-};
-
-// Ops that have kernels of their own below and must not get a lowered one.
-const std::set<std::string> kExplicit = {"aten::copy_", "aten::copy"};
 
 bool has_list_out(const c10::FunctionSchema& s) {
   for (const auto& a : s.arguments())
@@ -989,10 +949,13 @@ std::vector<std::string> register_lowered_ops() {
     by_base[n.name].push_back(*h);
     handles.push_back(*h);
   }
+  // In-place ops whose functional sibling is not simply the name without "_".
+  std::unordered_map<std::string, std::string> in_place_of;
+  for (const std::string& op : lowering::lowered_ops())
+    if (const char* in_place = lowering::find_entry(op)->traits.in_place) in_place_of[in_place] = op;
   for (const auto& h : handles) {
     const auto& schema = h.schema();
     std::string name = full_name(schema.operator_name());
-    if (kExplicit.count(name)) continue;
     if (h.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
     Variant variant = Variant::Functional;
     std::string functional = name;
@@ -1003,16 +966,16 @@ std::vector<std::string> register_lowered_ops() {
       if (variant == Variant::Out && has_list_out(schema)) continue;
     } else if (schema.name().back() == '_' && schema.is_mutable()) {
       variant = Variant::InPlace;
-      auto alias = kInPlaceAliases.find(name);
-      functional = alias != kInPlaceAliases.end() ? alias->second : functional_of_inplace(schema, by_base);
+      auto alias = in_place_of.find(name);
+      functional = alias != in_place_of.end() ? alias->second : functional_of_inplace(schema, by_base);
     }
     if (functional.empty()) continue;
-    lowering::LowerFn fn = lowering::find_lowering(functional);
-    if (!fn) continue;
+    const lowering::Entry* entry = lowering::find_entry(functional);
+    if (!entry || (entry->traits.own_kernel && variant != Variant::Out)) continue;  // copy_, copy: kernels below
     static std::deque<std::string> impl_names;  // torch keeps pointers to registration names
     impl_names.push_back(name.substr(6));
-    g_library->impl(impl_names.back().c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                                   std::make_unique<LoweredKernel>(functional, fn, variant, schema)));
+    g_library->impl(impl_names.back().c_str(),
+                    torch::CppFunction::makeFromBoxedFunctor(std::make_unique<LoweredKernel>(*entry, variant, schema)));
     g_registered.push_back(name);
   }
   return g_registered;
