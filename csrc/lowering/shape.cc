@@ -654,7 +654,11 @@ V index_put(Context& cx) {
 V embedding_dense_backward(Context& cx) {
   auto& b = cx.b;
   Value grad = cx.tensor(0);
-  // ATen reads grad.size(-1) first.
+  // ATen checks the indices' dtype (Long or Int), then reads grad.size(-1).
+  DType it = cx.tensor(1).dtype();
+  if (it != DType::I64 && it != DType::I32)
+    cx.fail("Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got " +
+            std::string(hlo::scalar_type_name(it)) + " instead (while checking arguments for embedding_backward)");
   if (grad.rank() == 0) cx.fail("Dimension specified as -1 but tensor has no dimensions", ErrorKind::Index);
   Value idx = index_arg(cx, cx.tensor(1));
   int64_t num_weights = cx.integer(2), padding_idx = cx.integer(3);

@@ -317,6 +317,9 @@ CLASS_CASES = {
     "dot_bool": lambda d: A.dot(_z(d, 2, dtype=_B), _z(d, 2, dtype=_B)),
     "mv_0d": lambda d: A.mv(_z(d), _z(d, 2)),
     "embedding_backward_0d": lambda d: A.embedding_dense_backward(_z(d), _z(d, 2, dtype=_L), 3, -1, False),
+    "embedding_backward_0d_short_indices": lambda d: A.embedding_dense_backward(
+        _z(d), _z(d, 2, dtype=torch.int16), 3, -1, False
+    ),
     "geqrf_long": lambda d: A.geqrf(_z(d, 2, 2, dtype=_L)),
     "lu_bool": lambda d: A.linalg_lu_factor_ex(_z(d, 2, 2, dtype=_B)),
     "eigh_long": lambda d: A._linalg_eigh(_z(d, 2, 2, dtype=_L)),
