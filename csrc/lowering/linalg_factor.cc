@@ -227,7 +227,13 @@ Value cholesky_solve_of(Builder& b, const Value& f, const Value& y, bool upper) 
 // aten::_cholesky_solve_helper(Tensor self, Tensor A, bool upper)
 V cholesky_solve_helper(Context& cx) {
   Value y = cx.tensor(0), f = cx.tensor(1);
-  // ATen's helper dispatches on self's dtype before it looks at shapes.
+  // ATen transposes both (mT: a 0-d one has no dim -2, a 1-d one is refused),
+  // then its helper dispatches on self's dtype before it looks at shapes.
+  for (const Value& v : {y, f}) {
+    if (v.rank() == 0)
+      cx.fail("Dimension out of range (expected to be in range of [-1, 0], but got -2)", ErrorKind::Index);
+    if (v.rank() == 1) cx.fail("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.");
+  }
   require_float(cx, y, "cholesky_solve", "cholesky_solve_cpu");
   check_solve_shapes(cx, f, y, true, "cholesky_solve");
   require_float(cx, f, "cholesky_solve");

@@ -669,7 +669,9 @@ V logcumsumexp(Context& cx) {
   int64_t d = cx.dim(cx.integer(1), x.rank());
   // The CPU kernel dispatches on the floating and complex types.
   if (!hlo::is_floating(x.dtype()) && !hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "logcumsumexp_out_cpu");
-  decline_complex(cx, {0});
+  // No complex algorithm here, and no CPU fallback: CPU PyTorch's _logcumsumexp.out of a complex input into an
+  // integer out corrupts the heap (the bad-input sweep's CPU leg crashes), so refuse.
+  if (hlo::is_complex(x.dtype())) cx.fail("_logcumsumexp: complex inputs are not supported on the tpu device");
   DType out = x.dtype(), t = hlo::byte_size(out) >= 4 ? DType::F64 : hlo::opmath_type(out);
   Value xf = b.convert(x, t);
   if (x.rank() == 0) return {x};

@@ -325,6 +325,7 @@ CLASS_CASES = {
     "eigh_long": lambda d: A._linalg_eigh(_z(d, 2, 2, dtype=_L)),
     "svd_half": lambda d: A._linalg_svd(_z(d, 2, 2, dtype=torch.float16)),
     "cholesky_long": lambda d: A.cholesky(_z(d, 2, 2, dtype=_L)),
+    "cholesky_solve_0d_factor": lambda d: A._cholesky_solve_helper(_z(d, 1, 3, 2, dtype=torch.int16), _z(d), True),
     "cholesky_solve_long": lambda d: A._cholesky_solve_helper(_z(d, 2, 3, dtype=_L), _z(d, 3, 3, dtype=_L), False),
     "solve_triangular_half": lambda d: A.linalg_solve_triangular(
         _z(d, 2, 2, dtype=torch.float16), _z(d, 2, 2, dtype=torch.float16), upper=True
