@@ -78,6 +78,7 @@ Value mm_of(Context& cx, const Value& a, const Value& m, const char* a_name, con
   if (a.dims()[1] != m.dims()[0])
     cx.fail(std::string(a_name) + " and " + m_name + " shapes cannot be multiplied (" + shape_str(a) + " and " +
             shape_str(m) + ")");
+  if (a.dtype() == DType::Bool) refuse_dtype(cx, a.dtype(), "addmm_impl_cpu_");
   return product(cx.b, a, m, {}, {}, {1}, {0});
 }
 
@@ -113,11 +114,16 @@ void check_bmm(Context& cx, const Value& x, const Value& y) {
             std::to_string(x.dims()[2]) + "] but got: [" + std::to_string(y.dims()[0]) + ", " +
             std::to_string(y.dims()[1]) + "].");
 }
+// The bool refusal of the batched kernels (after their shape checks).
+void refuse_bool(Context& cx, const Value& x, const char* kernel) {
+  if (x.dtype() == DType::Bool) refuse_dtype(cx, x.dtype(), kernel);
+}
 
 // aten::bmm(self, mat2)
 V bmm(Context& cx) {
   Value x = cx.tensor(0), y = cx.tensor(1);
   check_bmm(cx, x, y);
+  refuse_bool(cx, x, "bmm");
   return {cx.b.convert(product(cx.b, x, y, {0}, {0}, {2}, {1}), x.dtype())};
 }
 
@@ -129,6 +135,7 @@ V baddbmm(Context& cx) {
   size_at(cx, x, 1);
   size_at(cx, y, 2);
   check_bmm(cx, x, y);
+  refuse_bool(cx, x, "baddbmm");
   return {scaled_add(cx, cx.tensor(0), product(cx.b, x, y, {0}, {0}, {2}, {1}), x.dtype())};
 }
 
@@ -140,30 +147,35 @@ V addbmm(Context& cx) {
   size_at(cx, x, 1);
   size_at(cx, y, 2);
   check_bmm(cx, x, y);
+  refuse_bool(cx, x, "addmm_impl_cpu_");
   return {scaled_add(cx, cx.tensor(0), product(cx.b, x, y, {}, {}, {0, 2}, {0, 1}), x.dtype())};
 }
 
 // ---- matrix @ vector, vector . vector
 
-// mat @ vec in the opmath type.
-Value mv_of(Context& cx, const Value& m, const Value& v) {
-  if (m.rank() != 2 || v.rank() != 1)
-    cx.fail("vector + matrix @ vector expected, got " + std::to_string(m.rank()) + ", " + std::to_string(v.rank()));
+// mat @ vec in the opmath type; `self_rank` is that of addmv's self (1 for
+// mv, whose self is empty({mat.size(0)})), which ATen's message names first.
+Value mv_of(Context& cx, const Value& m, const Value& v, int64_t self_rank) {
+  if (m.rank() != 2 || v.rank() != 1 || self_rank > 1)
+    cx.fail("vector + matrix @ vector expected, got " + std::to_string(self_rank) + ", " + std::to_string(m.rank()) +
+            ", " + std::to_string(v.rank()));
   require_same_dtype(cx, m.dtype(), v.dtype(), "m1", "m2");
   if (m.dims()[1] != v.dims()[0]) cx.fail("size mismatch, got mat (" + shape_str(m) + "), vec (" + shape_str(v) + ")");
+  if (m.dtype() == DType::Bool) refuse_dtype(cx, m.dtype(), "addmv_impl_cpu");
   return product(cx.b, m, v, {}, {}, {1}, {0});
 }
 
 // aten::mv(self, vec)
 V mv(Context& cx) {
   Value m = cx.tensor(0);
-  return {cx.b.convert(mv_of(cx, m, cx.tensor(1)), m.dtype())};
+  size_at(cx, m, 0);  // ATen sizes the result by mat.size(0) first
+  return {cx.b.convert(mv_of(cx, m, cx.tensor(1), 1), m.dtype())};
 }
 
 // aten::addmv(self, mat, vec, *, Scalar beta=1, Scalar alpha=1)
 V addmv(Context& cx) {
   Value m = cx.tensor(1);
-  return {scaled_add(cx, cx.tensor(0), mv_of(cx, m, cx.tensor(2)), m.dtype())};
+  return {scaled_add(cx, cx.tensor(0), mv_of(cx, m, cx.tensor(2), cx.tensor(0).rank()), m.dtype())};
 }
 
 // aten::dot(self, tensor)
@@ -179,6 +191,7 @@ V dot(Context& cx) {
     cx.fail("inconsistent tensor size, expected tensor [" + std::to_string(x.dims()[0]) + "] and src [" +
             std::to_string(y.dims()[0]) + "] to have the same number of elements, but got " +
             std::to_string(x.dims()[0]) + " and " + std::to_string(y.dims()[0]) + " elements respectively");
+  if (x.dtype() == DType::Bool) refuse_dtype(cx, x.dtype(), "dot");
   return {cx.b.convert(product(cx.b, x, y, {}, {}, {0}, {0}), x.dtype())};
 }
 

@@ -80,9 +80,15 @@ V fori(Builder& b, int64_t trips, const V& state, const std::function<V(Builder&
   return V(out.begin() + 1, out.end());
 }
 
-void require_float(Context& cx, const Value& x, const std::string& what) {
+// A float32/float64 input (complex ones take the CPU fallback). `kernel`:
+// the CPU kernel's AT_DISPATCH name for the ops whose kernel refuses other
+// dtypes itself (NotImplementedError); without one, ATen's linalg check
+// (RuntimeError) refuses them.
+void require_float(Context& cx, const Value& x, const std::string& what, const char* kernel = nullptr) {
   if (hlo::is_complex(x.dtype())) cx.not_lowered(what + ": complex inputs run on the CPU");
-  if (!hlo::is_floating(x.dtype()) || x.dtype() == DType::BF16 || x.dtype() == DType::F16)
+  bool ok = hlo::is_floating(x.dtype()) && x.dtype() != DType::BF16 && x.dtype() != DType::F16;
+  if (!ok && kernel) refuse_dtype(cx, x.dtype(), kernel);
+  if (!ok)
     cx.fail(what + ": Expected a floating point or complex tensor as input. Got " +
             std::string(hlo::dtype_name(x.dtype())));
 }
@@ -112,7 +118,11 @@ Value trsm(Builder& b, const Value& a, const Value& y, bool left, bool lower, bo
   return b.op("stablehlo.triangular_solve", {a, y}, y.type, attrs);
 }
 
-void check_solve_shapes(Context& cx, const Value& a, const Value& y, bool left, const std::string& what) {
+// With `kernel`, A's dtype is dispatched on after the rank checks and before
+// the others, as triangular_solve's CPU kernel does.
+void check_solve_shapes(Context& cx, const Value& a, const Value& y, bool left, const std::string& what,
+                        const char* kernel = nullptr) {
+  if (kernel && a.rank() >= 2 && y.rank() >= 2) require_float(cx, a, what, kernel);
   require_matrix(cx, a, what, true);
   if (y.rank() < 2) cx.fail(what + ": The input tensor B must have at least 2 dimensions.");
   if (a.dtype() != y.dtype())
@@ -130,7 +140,7 @@ void check_solve_shapes(Context& cx, const Value& a, const Value& y, bool left, 
 V linalg_solve_triangular(Context& cx) {
   Value a = cx.tensor(0), y = cx.tensor(1);
   bool upper = cx.flag(2), left = cx.flag_or(3, true), unit = cx.flag_or(4, false);
-  check_solve_shapes(cx, a, y, left, "linalg.solve_triangular");
+  check_solve_shapes(cx, a, y, left, "linalg.solve_triangular", "triangular_solve_cpu");
   require_float(cx, a, "linalg.solve_triangular");
   auto [ab, yb] = broadcast_batch(cx.b, a, y);
   return {trsm(cx.b, ab, yb, left, !upper, unit, false)};
@@ -141,7 +151,7 @@ V linalg_solve_triangular(Context& cx) {
 V triangular_solve(Context& cx) {
   Value y = cx.tensor(0), a = cx.tensor(1);
   bool upper = cx.flag_or(2, true), transpose = cx.flag_or(3, false), unit = cx.flag_or(4, false);
-  check_solve_shapes(cx, a, y, true, "triangular_solve");
+  check_solve_shapes(cx, a, y, true, "triangular_solve", "triangular_solve_cpu");
   require_float(cx, a, "triangular_solve");
   auto [ab, yb] = broadcast_batch(cx.b, a, y);
   return {trsm(cx.b, ab, yb, true, !upper, unit, transpose), ab};
@@ -155,9 +165,10 @@ V triangular_solve(Context& cx) {
 // reciprocal scaling); a matrix that fails keeps the failed pivot on the
 // diagonal and stops there, as LAPACK leaves it. The upper factor is the
 // lower factor of A^T (which reads A's upper triangle), transposed.
-std::pair<Value, Value> cholesky_of(Context& cx, const Value& a, bool upper, const std::string& what) {
+std::pair<Value, Value> cholesky_of(Context& cx, const Value& a, bool upper, const std::string& what,
+                                    const char* kernel = nullptr) {
+  if (a.rank() >= 2) require_float(cx, a, what, kernel);
   require_matrix(cx, a, what, true);
-  require_float(cx, a, what);
   auto& b = cx.b;
   int64_t n = rows(a), r = a.rank();
   Dims batch = batch_of(a);
@@ -202,7 +213,9 @@ V linalg_cholesky_ex(Context& cx) {
 }
 
 // aten::cholesky(Tensor self, bool upper=False)
-V cholesky(Context& cx) { return {cholesky_of(cx, cx.tensor(0), cx.flag_or(1, false), "cholesky").first}; }
+V cholesky(Context& cx) {
+  return {cholesky_of(cx, cx.tensor(0), cx.flag_or(1, false), "cholesky", "cholesky_cpu").first};
+}
 
 // A^{-1} y for A = L L^T (or U^T U) given the factor.
 Value cholesky_solve_of(Builder& b, const Value& f, const Value& y, bool upper) {
@@ -214,6 +227,14 @@ Value cholesky_solve_of(Builder& b, const Value& f, const Value& y, bool upper) 
 // aten::_cholesky_solve_helper(Tensor self, Tensor A, bool upper)
 V cholesky_solve_helper(Context& cx) {
   Value y = cx.tensor(0), f = cx.tensor(1);
+  // ATen transposes both (mT: a 0-d one has no dim -2, a 1-d one is refused),
+  // then its helper dispatches on self's dtype before it looks at shapes.
+  for (const Value& v : {y, f}) {
+    if (v.rank() == 0)
+      cx.fail("Dimension out of range (expected to be in range of [-1, 0], but got -2)", ErrorKind::Index);
+    if (v.rank() == 1) cx.fail("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.");
+  }
+  require_float(cx, y, "cholesky_solve", "cholesky_solve_cpu");
   check_solve_shapes(cx, f, y, true, "cholesky_solve");
   require_float(cx, f, "cholesky_solve");
   auto [fb, yb] = broadcast_batch(cx.b, f, y);
@@ -223,8 +244,8 @@ V cholesky_solve_helper(Context& cx) {
 // aten::cholesky_inverse(Tensor self, bool upper=False)
 V cholesky_inverse(Context& cx) {
   Value f = cx.tensor(0);
+  if (f.rank() >= 2) require_float(cx, f, "cholesky_inverse", "cholesky_inverse_out_cpu");
   require_matrix(cx, f, "cholesky_inverse", true);
-  require_float(cx, f, "cholesky_inverse");
   Value id = eye(cx.b, batch_of(f), rows(f), rows(f), f.dtype());
   return {cholesky_solve_of(cx.b, f, id, cx.flag_or(1, false))};
 }
@@ -312,15 +333,15 @@ Value permutation_matrix(Builder& b, const Value& perm, DType t) {
   return b.convert(b.compare(index(b, d, r - 1), pj, "EQ"), t);
 }
 
-void check_lu_input(Context& cx, const Value& a, const std::string& what, bool square) {
+void check_lu_input(Context& cx, const Value& a, const std::string& what, bool square, const char* kernel = nullptr) {
   require_matrix(cx, a, what, square);
-  require_float(cx, a, what);
+  require_float(cx, a, what, kernel);
 }
 
 // aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (LU, pivots, info)
 V linalg_lu_factor_ex(Context& cx) {
   Value a = cx.tensor(0);
-  check_lu_input(cx, a, "torch.lu_factor", false);
+  check_lu_input(cx, a, "torch.lu_factor", false, "lu_cpu");
   if (!cx.flag_or(1, true)) cx.fail("linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   LU f = lu_factor(cx.b, a);
   return {f.lu, f.pivots, f.info};
@@ -348,13 +369,25 @@ V lu_unpack(Context& cx) {
             " instead");
   if (piv.dtype() != DType::I32)
     cx.fail("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 dtype.");
+  bool unpack_pivots = cx.flag_or(3, true);
+  if (unpack_pivots && piv.type.numel() > 0) {
+    // CPU's unpack_pivots kernel checks every pivot it applies (a TORCH_CHECK).
+    auto& b = cx.b;
+    Value bad = b.or_(b.compare(piv, b.constant(1, DType::I32), "LT"),
+                      b.compare(piv, b.constant(static_cast<double>(rows(lu)), DType::I32), "GT"));
+    bad = b.reduce(bad, b.constant(0, DType::Bool), iota_dims(bad.rank()), "stablehlo.or");
+    cx.check(bad,
+             "pivots passed to lu_unpack must be between 1 and LU.size(-2) inclusive.Did you properly pass the result "
+             "of lu_factor?",
+             ErrorKind::Runtime);
+  }
   return unpack(cx.b, lu, piv, cx.flag_or(2, true), cx.flag_or(3, true));
 }
 
 // aten::linalg_lu(Tensor A, *, bool pivot=True) -> (P, L, U)
 V linalg_lu(Context& cx) {
   Value a = cx.tensor(0);
-  check_lu_input(cx, a, "linalg.lu", false);
+  check_lu_input(cx, a, "linalg.lu", false, "lu_cpu");
   if (!cx.flag_or(1, true)) cx.fail("linalg.lu: LU without pivoting is not implemented on the CPU");
   LU f = lu_factor(cx.b, a);
   return unpack(cx.b, f.lu, f.pivots, true, true);
@@ -563,15 +596,15 @@ Value apply_q(Builder& b, const Value& a, const Value& tau, const Value& c, bool
   return out[0];
 }
 
-void require_geqrf_input(Context& cx, const Value& a, const std::string& what) {
+void require_geqrf_input(Context& cx, const Value& a, const std::string& what, const char* kernel = nullptr) {
   if (a.rank() < 2) cx.fail(what + ": input must have at least 2 dimensions.");
-  require_float(cx, a, what);
+  require_float(cx, a, what, kernel);
 }
 
 // aten::geqrf(Tensor self) -> (a, tau)
 V geqrf(Context& cx) {
   Value a = cx.tensor(0);
-  require_geqrf_input(cx, a, "torch.geqrf");
+  require_geqrf_input(cx, a, "torch.geqrf", "geqrf_cpu");
   auto [x, tau] = geqrf_of(cx.b, a);
   return {x, tau};
 }
@@ -579,7 +612,7 @@ V geqrf(Context& cx) {
 // aten::linalg_householder_product(Tensor input, Tensor tau)
 V linalg_householder_product(Context& cx) {
   Value a = cx.tensor(0), tau = cx.tensor(1);
-  require_geqrf_input(cx, a, "torch.linalg.householder_product");
+  if (a.rank() < 2) cx.fail("torch.linalg.householder_product: input must have at least 2 dimensions.");
   int64_t m = rows(a), n = cols(a);
   if (m < n)
     cx.fail("torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]");
@@ -588,6 +621,8 @@ V linalg_householder_product(Context& cx) {
   if (batch_of(tau, 1) != batch_of(a))
     cx.fail("torch.linalg.householder_product: Expected batch dimensions of tau to be equal to input.shape[:-2]");
   if (tau.dtype() != a.dtype()) cx.fail("torch.linalg.householder_product: tau dtype must match the input dtype");
+  // orgqr's CPU kernel dispatches on the dtype after these checks.
+  require_float(cx, a, "torch.linalg.householder_product", "orgqr_cpu");
   return {apply_q(cx.b, a, tau, eye(cx.b, batch_of(a), m, n, a.dtype()), true, false)};
 }
 

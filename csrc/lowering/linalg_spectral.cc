@@ -163,14 +163,18 @@ std::pair<Value, Value> sort_perm(Builder& b, const Value& keys, bool descending
   return {p, sorted[0]};
 }
 
-void require_real_float(Context& cx, const Value& x, const std::string& what) {
+// `kernel`: the CPU kernel's AT_DISPATCH name, which refuses what ATen's
+// own checks let through (NotImplementedError): every dtype but float32/64
+// and complex for eigh (whose checks follow the rank check), the low
+// precision floats for svd (whose checks refuse integers first).
+void require_real_float(Context& cx, const Value& x, const std::string& what, const char* kernel, bool checks_int) {
   if (hlo::is_complex(x.dtype())) cx.not_lowered(what + ": complex inputs run on the CPU");
-  if (!hlo::is_floating(x.dtype()))
+  if (checks_int && !hlo::is_floating(x.dtype()))
     cx.fail(what + ": Expected a floating point or complex tensor as input. Got " +
             std::string(hlo::dtype_name(x.dtype())));
-  if (x.dtype() == DType::BF16 || x.dtype() == DType::F16)
-    cx.fail(what + ": Low precision dtypes not supported. Got " + std::string(hlo::dtype_name(x.dtype())));
   if (x.rank() < 2) cx.fail(what + ": The input tensor A must have at least 2 dimensions.");
+  if (!hlo::is_floating(x.dtype()) || x.dtype() == DType::BF16 || x.dtype() == DType::F16)
+    refuse_dtype(cx, x.dtype(), kernel);
 }
 
 // ---- eigh
@@ -215,7 +219,7 @@ V linalg_eigh(Context& cx) {
   Value a = cx.tensor(0);
   std::string uplo = cx.none(1) ? "L" : cx.str(1);
   bool compute_v = cx.flag_or(2, true);
-  require_real_float(cx, a, "linalg.eigh");
+  require_real_float(cx, a, "linalg.eigh", "linalg_eigh_cpu", false);
   int64_t r = a.rank();
   if (a.dims()[r - 2] != a.dims()[r - 1])
     cx.fail("linalg.eigh: A must be batches of square matrices, but they are " + std::to_string(a.dims()[r - 2]) +
@@ -287,7 +291,7 @@ V linalg_svd(Context& cx) {
   auto& b = cx.b;
   Value a = cx.tensor(0);
   bool full = cx.flag_or(1, false), compute_uv = cx.flag_or(2, false);
-  require_real_float(cx, a, "linalg.svd");
+  require_real_float(cx, a, "linalg.svd", "linalg_svd_cpu", true);
   if (!cx.none(3))
     cx.fail("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend.");
   int64_t r = a.rank(), m = a.dims()[r - 2], n = a.dims()[r - 1], k = std::min(m, n);

@@ -151,7 +151,8 @@ Value extremum(hlo::Builder& b, Value x, const Dims& dims, bool is_max) {
 void check_nonempty_reduction(Context& cx, Value x, const Dims& dims, const char* name) {
   for (int64_t d : dims)
     if (x.dims()[d] == 0)
-      cx.fail(std::string(name) + "(): Expected reduction dim " + std::to_string(d) + " to have non-zero size.");
+      cx.fail(std::string(name) + "(): Expected reduction dim " + std::to_string(d) + " to have non-zero size.",
+              ErrorKind::Index);
 }
 
 // ---- sum, mean, prod
@@ -203,6 +204,11 @@ V amax_amin(Context& cx, bool is_max) {
   refuse_complex_kernel(cx, {0}, is_max ? "max_values_cpu" : "min_values_cpu");
   Value x = cx.tensor(0);
   Dims dims = reduce_dims(cx, 1, x.rank());
+  bool every_dim = cx.none(1) || cx.ints(1).empty();
+  if (every_dim && x.type.numel() == 0)
+    cx.fail(std::string(is_max ? "amax" : "amin") +
+            "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
+            "'dim' argument.");
   check_nonempty_reduction(cx, x, dims, is_max ? "amax" : "amin");
   return {keep(cx.b, extremum(cx.b, x, dims, is_max), x.dims(), dims, cx.flag_or(2, false))};
 }
@@ -231,7 +237,8 @@ V max_min_dim(Context& cx, bool is_max) {
   if (x.rank() == 0) return {x, cx.b.constant(0, DType::I64)};
   if (x.dims()[d] == 0)
     cx.fail(std::string(is_max ? "max" : "min") + "(): Expected reduction dim " + std::to_string(d) +
-            " to have non-zero size.");
+                " to have non-zero size.",
+            ErrorKind::Index);
   auto [v, i] = extremum_with_index(cx.b, x, d, is_max);
   return {keep(cx.b, v, x.dims(), {d}, keepdim), keep(cx.b, i, x.dims(), {d}, keepdim)};
 }
@@ -248,7 +255,8 @@ V arg_extremum(Context& cx, bool is_max) {
   if (x.dtype() == DType::Bool) cx.fail(std::string(name) + "(): does not support bool input");
   if (cx.none(1)) {
     if (x.type.numel() == 0)
-      cx.fail(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0.");
+      cx.fail(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0.",
+              ErrorKind::Index);
     Value flat = cx.b.reshape(x, {x.type.numel()});
     Value i = extremum_with_index(cx.b, flat, 0, is_max).second;
     return {keepdim ? cx.b.reshape(i, Dims(x.rank(), 1)) : i};
@@ -256,7 +264,8 @@ V arg_extremum(Context& cx, bool is_max) {
   int64_t d = cx.dim(cx.integer(1), x.rank());
   if (x.rank() == 0) return {cx.b.constant(0, DType::I64)};
   if (x.dims()[d] == 0)
-    cx.fail(std::string(name) + "(): Expected reduction dim " + std::to_string(d) + " to have non-zero size.");
+    cx.fail(std::string(name) + "(): Expected reduction dim " + std::to_string(d) + " to have non-zero size.",
+            ErrorKind::Index);
   Value i = extremum_with_index(cx.b, x, d, is_max).second;
   return {keep(cx.b, i, x.dims(), {d}, keepdim)};
 }
@@ -414,32 +423,101 @@ Value vector_norm(Context& cx, Value x, size_t p_arg, const Dims& dims, bool kee
   return keep(b, b.convert(r, out), x.dims(), dims, keepdim);
 }
 
+// The checks of ATen's linalg_vector_norm meta before it reads the dims, in
+// its order: a floating or complex input, a real order p (argument 1), no
+// order p < 0 or inf over an empty reduction (a runtime check: p is a
+// runtime scalar), and the dtype argument (`dtype`, when given). aten::norm
+// (`is_norm`) first checks the input and result dtypes with its own message.
+void check_vector_norm(Context& cx, const Value& x, size_t dim_arg, const DType* dtype, bool is_norm) {
+  DType in = x.dtype();
+  auto dtype_text = [](DType t) { return std::string(hlo::scalar_type_name(t)); };
+  bool float_in = hlo::is_floating(in) || hlo::is_complex(in);
+  if (is_norm && dtype) {
+    // The _dtype overloads' meta checks the result dtype, then the dims; the
+    // input dtype is checked by the kernel after them.
+    if (!hlo::is_floating(*dtype) && !hlo::is_complex(*dtype))
+      cx.fail("norm(): the desired output dtype should be either floating point or complex. Got " + dtype_text(*dtype) +
+              " instead.");
+    if (!cx.none(dim_arg) && dim_arg < cx.size()) reduce_dims(cx, dim_arg, x.rank());
+  }
+  if (is_norm) {
+    if (!float_in)
+      cx.fail("norm(): input dtype should be either floating point or complex. Got " + dtype_text(in) + " instead.");
+    DType out = dtype ? *dtype : in;
+    if (!hlo::is_floating(out) && !hlo::is_complex(out))
+      cx.fail("norm(): the desired output dtype should be either floating point or complex. Got " + dtype_text(out) +
+              " instead.");
+  }
+  if (!float_in)
+    cx.fail("linalg.vector_norm: Expected a floating point or complex tensor as input. Got " + dtype_text(in));
+  if (!cx.none(1) && hlo::is_complex(cx.tensor(1).dtype()))
+    cx.fail("linalg.vector_norm: Expected a non-complex scalar as the order of norm.");
+  // An empty reduction: the whole (empty) tensor, or a named dim of size 0.
+  bool empty = false;
+  if (x.type.numel() == 0) {
+    std::vector<int64_t> ds;
+    if (!cx.none(dim_arg)) ds = cx.arg(dim_arg).kind == Arg::Kind::Ints ? cx.ints(dim_arg) : std::vector<int64_t>{};
+    int64_t r = x.rank() == 0 ? 1 : x.rank();
+    empty = ds.empty();
+    for (int64_t d : ds)
+      if (d >= -r && d < r && x.rank() > 0 && x.dims()[d < 0 ? d + r : d] == 0) empty = true;
+  }
+  if (empty) {
+    auto& b = cx.b;
+    Value p = cx.none(1) ? b.constant(2, DType::F64) : cx.as(1, DType::F64);
+    Value bad = b.or_(b.compare(p, b.constant(0, DType::F64), "LT"),
+                      b.compare(p, b.constant(std::numeric_limits<double>::infinity(), DType::F64), "EQ"));
+    cx.check(bad,
+             "linalg.vector_norm cannot compute a norm of order < 0 or inf on an empty tensor or dimension because "
+             "the operation does not have an identity",
+             ErrorKind::Runtime);
+  }
+  if (dtype) {
+    DType t = *dtype;
+    if (!hlo::is_floating(t) && !hlo::is_complex(t))
+      cx.fail("linalg.vector_norm: dtype should be floating point or complex, but got " + dtype_text(t));
+    if (hlo::is_complex(in) != hlo::is_complex(t))
+      cx.fail(std::string("linalg.vector_norm: dtype should be ") + (hlo::is_complex(in) ? "complex" : "real") +
+              " for " + (hlo::is_complex(in) ? "complex" : "real") + " inputs, but got " + dtype_text(t));
+    if (hlo::promote_types(in, t) != t)
+      cx.fail("linalg.vector_norm: the dtype of the input (" + dtype_text(in) +
+              ") should be convertible without narrowing to the specified dtype (" + dtype_text(t) + ")");
+  }
+}
+
 // aten::linalg_vector_norm(self, Scalar ord=2, int[1]? dim, bool keepdim, *, dtype?)
 V linalg_vector_norm(Context& cx) {
   Value x = cx.tensor(0);
   DType out = cx.none(4) ? x.dtype() : cx.dtype(4);
+  check_vector_norm(cx, x, 2, cx.none(4) ? nullptr : &out, false);
   return {vector_norm(cx, x, 1, reduce_dims(cx, 2, x.rank()), cx.flag_or(3, false), out, "linalg.vector_norm")};
 }
 
 // aten::norm.Scalar(self, Scalar p=2)
 V norm_scalar(Context& cx) {
   Value x = cx.tensor(0);
+  check_vector_norm(cx, x, 99, nullptr, true);
   return {vector_norm(cx, x, 1, all_dims(x.rank()), false, x.dtype(), "norm")};
 }
 // aten::norm.ScalarOpt_dtype(self, Scalar? p, *, ScalarType dtype)
 V norm_scalaropt_dtype(Context& cx) {
   Value x = cx.tensor(0);
-  return {vector_norm(cx, x, 1, all_dims(x.rank()), false, cx.dtype(2), "norm")};
+  DType out = cx.dtype(2);
+  check_vector_norm(cx, x, 99, &out, true);
+  return {vector_norm(cx, x, 1, all_dims(x.rank()), false, out, "norm")};
 }
 // aten::norm.ScalarOpt_dim(self, Scalar? p, int[1] dim, bool keepdim=False)
 V norm_scalaropt_dim(Context& cx) {
   Value x = cx.tensor(0);
+  check_vector_norm(cx, x, 2, nullptr, true);
   return {vector_norm(cx, x, 1, reduce_dims(cx, 2, x.rank()), cx.flag_or(3, false), x.dtype(), "norm")};
 }
 // aten::norm.ScalarOpt_dim_dtype(self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype)
 V norm_scalaropt_dim_dtype(Context& cx) {
   Value x = cx.tensor(0);
-  return {vector_norm(cx, x, 1, reduce_dims(cx, 2, x.rank()), cx.flag_or(3, false), cx.dtype(4), "norm")};
+  DType out = cx.dtype(4);
+  check_vector_norm(cx, x, 2, &out, true);
+  return {vector_norm(cx, x, 1, reduce_dims(cx, 2, x.rank()), cx.flag_or(3, false), out, "norm")};
 }
 
 // aten::renorm(self, Scalar p, int dim, Scalar maxnorm): each slice along
@@ -447,6 +525,14 @@ V norm_scalaropt_dim_dtype(Context& cx) {
 V renorm(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
+  // ATen's renorm meta, in its order: p real and > 0, maxnorm real and >= 0
+  // (runtime checks: both are runtime scalars), then the rank and the dim.
+  if (hlo::is_complex(cx.tensor(1).dtype())) cx.fail("renorm: p must be real-valued");
+  cx.check(cx.b.not_(cx.b.compare(cx.as(1, DType::F64), cx.b.constant(0, DType::F64), "GT")),
+           "renorm: non-positive-norm not supported", ErrorKind::Runtime);
+  if (hlo::is_complex(cx.tensor(3).dtype())) cx.fail("renorm: maxnorm must be real-valued");
+  cx.check(cx.b.not_(cx.b.compare(cx.as(3, DType::F64), cx.b.constant(0, DType::F64), "GE")),
+           "renorm: expected maxnorm to be >= 0", ErrorKind::Runtime);
   if (x.rank() == 0) cx.fail("renorm: input needs at least 1 dimension, got 0 dimensions");
   if (!hlo::is_floating(x.dtype())) cx.fail("renorm: input dtype should be either floating point or complex");
   int64_t d = cx.dim(cx.integer(2), x.rank());
@@ -490,6 +576,8 @@ Value cumulative(Context& cx, bool is_sum) {
   Value x = cx.tensor(0);
   int64_t d = cx.dim(cx.integer(1), x.rank());
   DType out = cx.none(2) ? sum_type(x.dtype()) : cx.dtype(2);
+  // The CPU kernels dispatch on the result dtype, every type but bool.
+  if (out == DType::Bool) refuse_dtype(cx, out, is_sum ? "cumsum_out_cpu" : "cumprod_out_cpu");
   auto& b = cx.b;
   Value acc = b.convert(b.convert(x, out), hlo::opmath_type(out));
   if (x.rank() == 0) return b.convert(acc, out);
@@ -536,10 +624,20 @@ V cum_extremum(Context& cx, bool is_max) {
   DType vt = cx.tensor(1).dtype(), it = cx.tensor(2).dtype();
   // ATen's helper reads self.size(dim): a 0-dim self has none (the
   // cummax/cummin composites handle 0-dim themselves).
-  if (x.rank() == 0)
-    cx.fail("Dimension specified as " + std::to_string(cx.integer(3)) + " but tensor has no dimensions",
-            ErrorKind::Index);
-  int64_t d = cx.dim(cx.integer(3), x.rank());
+  // Then the kernel reads values and indices as self's type and int64, and
+  // self.stride(dim), values.stride(dim), indices.stride(dim), each wrapping
+  // dim against its own rank.
+  if (vt != x.dtype())
+    cx.fail("expected scalar type " + std::string(hlo::scalar_type_name(x.dtype())) + " but found " +
+            std::string(hlo::scalar_type_name(vt)));
+  if (it != DType::I64) cx.fail("expected scalar type Long but found " + std::string(hlo::scalar_type_name(it)));
+  int64_t given = cx.integer(3);
+  for (const Value& t : {x, cx.tensor(1), cx.tensor(2)}) {
+    if (t.rank() == 0)
+      cx.fail("Dimension specified as " + std::to_string(given) + " but tensor has no dimensions", ErrorKind::Index);
+    cx.dim(given, t.rank());
+  }
+  int64_t d = cx.dim(given, x.rank());
   Value idx = b.iota(TensorType{DType::I64, x.dims()}, d);
   Value init = is_max ? lowest(b, x.dtype()) : highest(b, x.dtype());
   V r = scan_multi(b, {x, idx}, d, {init, b.constant(-1, DType::I64)},
@@ -568,10 +666,15 @@ V cummin_helper(Context& cx) { return cum_extremum(cx, false); }
 V logcumsumexp(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
+  int64_t d = cx.dim(cx.integer(1), x.rank());
+  // The CPU kernel dispatches on the floating and complex types.
+  if (!hlo::is_floating(x.dtype()) && !hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "logcumsumexp_out_cpu");
+  // No complex algorithm here, and no CPU fallback: CPU PyTorch's _logcumsumexp.out of a complex input into an
+  // integer out corrupts the heap (the bad-input sweep's CPU leg crashes), so refuse.
+  if (hlo::is_complex(x.dtype())) cx.fail("_logcumsumexp: complex inputs are not supported on the tpu device");
   DType out = x.dtype(), t = hlo::byte_size(out) >= 4 ? DType::F64 : hlo::opmath_type(out);
   Value xf = b.convert(x, t);
   if (x.rank() == 0) return {x};
-  int64_t d = cx.dim(cx.integer(1), x.rank());
   Value ninf = b.constant(-std::numeric_limits<double>::infinity(), t);
   V r = scan_multi(b, {xf}, d, {ninf}, [](hlo::Builder& b, const std::vector<Value>& a) {
     Value x0 = a[0], x1 = a[1];
@@ -614,10 +717,11 @@ V aminmax(Context& cx) {
   Dims dims = reduce_dims(cx, 1, x.rank());
   bool keepdim = cx.flag_or(2, false);
   bool empty = cx.none(1) ? x.type.numel() == 0 : (x.rank() > 0 && !dims.empty() && x.dims()[dims[0]] == 0);
+  if (empty && cx.none(1))
+    cx.fail("aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
   if (empty)
-    cx.fail(cx.none(1) ? "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
-                       : "aminmax(): Expected reduction dim " + std::to_string(dims.empty() ? 0 : dims[0]) +
-                             " to have non-zero size.");
+    cx.fail("aminmax: Expected reduction dim " + std::to_string(dims.empty() ? 0 : dims[0]) + " to have non-zero size.",
+            ErrorKind::Index);
   return {keep(cx.b, extremum(cx.b, x, dims, false), x.dims(), dims, keepdim),
           keep(cx.b, extremum(cx.b, x, dims, true), x.dims(), dims, keepdim)};
 }
@@ -627,6 +731,7 @@ V aminmax(Context& cx) {
 V trace(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
+  if (x.dtype() == DType::Bool) refuse_dtype(cx, x.dtype(), "trace");  // dispatched before the rank check
   if (x.rank() != 2) cx.fail("trace: expected a matrix, but got tensor with dim " + std::to_string(x.rank()));
   TensorType t{DType::I64, x.dims()};
   Value diag = b.compare(b.iota(t, 0), b.iota(t, 1), "EQ");
@@ -721,13 +826,18 @@ V segment_reduce(Context& cx) {
   auto& b = cx.b;
   Value data = cx.tensor(0);
   const std::string& red = cx.str(1);
+  // ATen's segment_reduce_kernel, in its order: the axis, no indices, lengths
+  // or offsets, the reduction; its kernel then dispatches on data's dtype.
+  cx.dim(cx.integer_or(5, 0), data.rank());
+  if (!cx.none(3)) cx.fail("segment_reduce(): indices based reduction is not supported yet.");
+  if (cx.none(2) && cx.none(4)) cx.fail("segment_reduce(): Either lengths or offsets must be defined");
   if (red != "sum" && red != "mean" && red != "prod" && red != "max" && red != "min")
     cx.fail("unsupported reduction given! " + red);
-  if (!hlo::is_floating(data.dtype()))
-    cx.fail("\"_segment_reduce_cpu\" not implemented for '" + std::string(hlo::scalar_type_name(data.dtype())) + "'",
-            ErrorKind::NotImplemented);
-  if (!cx.none(3) && cx.none(2) && cx.none(4))
-    cx.fail("segment_reduce(): indices based reduction is not supported yet.");
+  DType index_type = cx.tensor(cx.none(4) ? 2 : 4).dtype();
+  if (index_type != DType::I32 && index_type != DType::I64)
+    refuse_dtype(cx, index_type,
+                 cx.none(4) ? "_segment_reduce_lengths_cpu_kernel1" : "_segment_reduce_offsets_cpu_kernel1");
+  if (!hlo::is_floating(data.dtype())) refuse_dtype(cx, data.dtype(), "_segment_reduce_cpu");
   Segments s = segments(cx, data, 2, 4, 5);
   DType out = data.dtype(), t = hlo::opmath_type(out);
   int64_t a = s.axis;
@@ -788,6 +898,20 @@ V segment_reduce_backward(Context& cx) {
   auto& b = cx.b;
   Value data = cx.tensor(2);
   const std::string& red = cx.str(3);
+  // ATen's backward kernel, in its order: the axis, lengths or offsets, the
+  // index dtype of offsets (else lengths) and data's dtype, then the reduction.
+  int64_t given = cx.integer_or(6, 0);
+  cx.dim(given, data.rank());
+  if (cx.none(4) && cx.none(5)) cx.fail("segment_reduce(): Either lengths or offsets must be defined");
+  bool by_offsets = !cx.none(5);
+  Value index = cx.tensor(by_offsets ? 5 : 4);
+  if (by_offsets && index.rank() == 0)
+    cx.fail("Dimension specified as " + std::to_string(given) + " but tensor has no dimensions", ErrorKind::Index);
+  if (index.dtype() != DType::I32 && index.dtype() != DType::I64)
+    refuse_dtype(
+        cx, index.dtype(),
+        by_offsets ? "_segment_reduce_cpu_offsets_backward_kernel1" : "_segment_reduce_cpu_lengths_backward_kernel1");
+  if (!hlo::is_floating(data.dtype())) refuse_dtype(cx, data.dtype(), "_segment_reduce_cpu");
   if (red != "sum" && red != "mean" && red != "prod" && red != "max" && red != "min")
     cx.fail("unsupported reduction given! " + red);
   Segments s = segments(cx, data, 4, 5, 6);

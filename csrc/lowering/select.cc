@@ -253,7 +253,10 @@ Value sort_rows(hlo::Builder& b, Value rows) {
 V unique_along(Context& cx, int64_t dim, bool sort) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
-  if (x.rank() == 0) cx.fail("unique: a dim cannot be given for a zero-dimensional tensor");
+  // CPU dispatches on every type but complex first, then reads self.size(dim).
+  if (hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "unique_dim");
+  if (x.rank() == 0)
+    cx.fail("Dimension specified as " + std::to_string(dim) + " but tensor has no dimensions", ErrorKind::Index);
   dim = cx.dim(dim, x.rank());
   int64_t n = x.dims()[dim];
   if (x.type.numel() == 0) {
@@ -279,6 +282,7 @@ V unique_consecutive(Context& cx) {
   auto& b = cx.b;
   if (!cx.none(3)) return unique_along(cx, cx.integer(3), false);
   Value x = cx.tensor(0);
+  if (hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "unique");
   bool inverse = cx.flag_or(1, false), counts = cx.flag_or(2, false);
   int64_t n = x.type.numel();
   Value none = b.full(0, TensorType{DType::I64, {0}});
@@ -299,6 +303,7 @@ V unique_dim(Context& cx) { return unique_along(cx, cx.integer(1), true); }
 V unique2(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
+  if (hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "unique");
   bool inverse = cx.flag_or(2, false), counts = cx.flag_or(3, false);
   int64_t n = x.type.numel();
   Value none = b.full(0, TensorType{DType::I64, {0}});

@@ -51,7 +51,8 @@ Value index_arg(Context& cx, Value idx) {
 
 // Registers the check that every element of `idx` (i64) lies in [0, size),
 // or in [-size, size) when negative indices are allowed.
-void check_range(Context& cx, Value idx, int64_t size, int64_t dim, bool allow_negative, bool in_self_message = false) {
+void check_range(Context& cx, Value idx, int64_t size, int64_t dim, bool allow_negative, bool in_self_message = false,
+                 ErrorKind kind = ErrorKind::Index) {
   auto& b = cx.b;
   Value lo = b.constant(allow_negative ? -size : 0, DType::I64);
   Value hi = b.constant(size, DType::I64);
@@ -59,8 +60,10 @@ void check_range(Context& cx, Value idx, int64_t size, int64_t dim, bool allow_n
   Value above = b.compare(idx, hi, "GE");
   Value bad = any(b, b.or_(below, above));
   std::string where = "dimension " + std::to_string(dim) + " with size " + std::to_string(size);
-  cx.check(bad, std::string(cx.op()) + (in_self_message ? ": index out of range in self (" + where + ")"
-                                                        : ": index is out of bounds for " + where));
+  cx.check(bad,
+           std::string(cx.op()) + (in_self_message ? ": index out of range in self (" + where + ")"
+                                                   : ": index is out of bounds for " + where),
+           kind);
 }
 
 // Negative indices wrapped by `size` (i64).
@@ -250,7 +253,7 @@ V index_select(Context& cx) {
   Value self = at_least_1d(b, self0);
   int64_t dim = cx.dim(cx.integer(1), self.rank());
   Value index = cx.tensor(2);
-  if (index.rank() > 1) cx.fail("index_select(): Index is supposed to be a vector");
+  if (index.rank() > 1) cx.fail("index_select(): Index is supposed to be a vector", ErrorKind::Index);
   int64_t n = index.type.numel(), size = self.dims()[dim];
   if (self0.rank() == 0 && n != 1)
     cx.fail("index_select(): Index to scalar can have only 1 value, got " + std::to_string(n) + " value(s)");
@@ -278,7 +281,8 @@ Value along_index(Context& cx, Value self, Value index, int64_t dim, const Value
       cx.fail("Size does not match at dimension " + std::to_string(d) + " expected index " + dims_str(idx.dims()) +
               " to be smaller than src " + dims_str(src->dims()));
   }
-  check_range(cx, idx, self.dims()[dim], dim, false);
+  // The scatter/gather CPU kernels check the range with TORCH_CHECK.
+  check_range(cx, idx, self.dims()[dim], dim, false, false, ErrorKind::Runtime);
   return idx;
 }
 
@@ -287,6 +291,8 @@ V gather(Context& cx) {
   Value self = at_least_1d(b, cx.tensor(0));
   Value index = cx.tensor(2);
   int64_t dim = cx.dim(cx.integer(1), self.rank());
+  if (index.type.numel() != 0 && index.dtype() != DType::I64 && index.dtype() != DType::I32)
+    cx.fail("gather(): Expected dtype int32/int64 for index");
   Value idx = along_index(cx, self, index, dim, nullptr);
   // No indices, or a gathered dim of size 0 (every index then fails its check).
   if (idx.type.numel() == 0 || self.dims()[dim] == 0) return {b.full(0, TensorType{self.dtype(), index.dims()})};
@@ -339,6 +345,12 @@ ScatterArgs scatter_args(Context& cx) {
   s.out = self0.dims();
   s.self = at_least_1d(b, self0);
   s.dim = cx.dim(cx.integer(1), s.self.rank());
+  // ATen's scatter_gather_dtype_check: an int32/int64 index, src of self's dtype.
+  Value index = cx.tensor(2);
+  if (index.type.numel() != 0 && index.dtype() != DType::I64 && index.dtype() != DType::I32)
+    cx.fail("scatter(): Expected dtype int32/int64 for index");
+  if (cx.arg(3).kind != Arg::Kind::Scalar && cx.tensor(3).dtype() != self0.dtype())
+    cx.fail("scatter(): Expected self.dtype to be equal to src.dtype");
   if (cx.arg(3).kind == Arg::Kind::Scalar) {
     s.idx = along_index(cx, s.self, cx.tensor(2), s.dim, nullptr);
     s.src = b.broadcast_to(cx.as(3, s.self.dtype()), s.idx.dims());
@@ -349,10 +361,11 @@ ScatterArgs scatter_args(Context& cx) {
   return s;
 }
 
+// The legacy scatter.reduce / scatter.value_reduce take "add" or "multiply" only.
 std::string_view reduce_combiner(Context& cx, const std::string& reduce, DType t) {
-  if (reduce == "add" || reduce == "sum") return add_combiner(t);
-  if (reduce == "multiply" || reduce == "prod") return mul_combiner(t);
-  cx.fail("reduce argument must be either add or multiply, got " + reduce);
+  if (reduce == "add") return add_combiner(t);
+  if (reduce == "multiply") return mul_combiner(t);
+  cx.fail("reduce argument must be either add or multiply.");
 }
 
 V scatter_replace(Context& cx) {
@@ -500,7 +513,8 @@ Advanced advanced_index(Context& cx, Value self, size_t arg) {
   if (n_present != a.values.size()) cx.fail("the presence list of the indices does not match its tensors");
   if (static_cast<int64_t>(present.size()) > self.rank())
     cx.fail("too many indices for tensor of dimension " + std::to_string(self.rank()) + " (got " +
-            std::to_string(present.size()) + ")");
+                std::to_string(present.size()) + ")",
+            ErrorKind::Index);
   Advanced adv;
   std::vector<Value> idxs;
   for (size_t p = 0, j = 0; p < present.size(); ++p) {
@@ -640,6 +654,12 @@ V index_put(Context& cx) {
 V embedding_dense_backward(Context& cx) {
   auto& b = cx.b;
   Value grad = cx.tensor(0);
+  // ATen checks the indices' dtype (Long or Int), then reads grad.size(-1).
+  DType it = cx.tensor(1).dtype();
+  if (it != DType::I64 && it != DType::I32)
+    cx.fail("Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got " +
+            std::string(hlo::scalar_type_name(it)) + " instead (while checking arguments for embedding_backward)");
+  if (grad.rank() == 0) cx.fail("Dimension specified as -1 but tensor has no dimensions", ErrorKind::Index);
   Value idx = index_arg(cx, cx.tensor(1));
   int64_t num_weights = cx.integer(2), padding_idx = cx.integer(3);
   bool scale = cx.flag_or(4, false);
@@ -693,6 +713,7 @@ V sort_impl(Context& cx, int64_t dim, bool descending) {
   Value x0 = cx.tensor(0);
   Value x = at_least_1d(b, x0);
   dim = cx.dim(dim, x.rank());
+  if (hlo::is_complex(x.dtype())) cx.fail("Sort does not support complex dtypes on CPU");
   auto [v, i] = sort_along(b, x, dim, descending);
   return {b.reshape(v, x0.dims()), b.reshape(i, x0.dims())};
 }
@@ -710,6 +731,8 @@ V topk(Context& cx) {
   int64_t dim = cx.dim(cx.integer_or(2, -1), x.rank());
   bool largest = cx.flag_or(3, true);
   if (k < 0 || k > x.dims()[dim]) cx.fail("selected index k out of range");
+  if (x.dtype() == DType::Bool) cx.fail("topk does not support bool dtypes on CPU");
+  if (hlo::is_complex(x.dtype())) cx.fail("topk does not support complex dtypes on CPU");
   // As on CPU, a 0-d input gives itself and index 0 for k = 0 as for k = 1.
   if (x0.rank() == 0) return {x0, b.full(0, TensorType{DType::I64, {}})};
   auto [v, i] = sort_along(b, x, dim, largest);
@@ -737,10 +760,16 @@ V index_fill(Context& cx) {
   auto& b = cx.b;
   Value self0 = cx.tensor(0);
   Value self = at_least_1d(b, self0);
-  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  // ATen's order: the value's rank, the index dtype (IndexError), the dim,
+  // then no complex value into a real self.
   if (cx.arg(3).kind == Arg::Kind::Tensor && cx.tensor(3).rank() != 0)
     cx.fail("index_fill_ only supports a 0-dimensional value tensor, but got tensor with " +
             std::to_string(cx.tensor(3).rank()) + " dimension(s).");
+  if (cx.tensor(2).dtype() != DType::I64) cx.fail("index_fill_(): Expected dtype int64 for index.", ErrorKind::Index);
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
+  if (cx.tensor(2).rank() > 1) cx.fail("Index has to be a vector/scalar");
+  if (!hlo::is_complex(self.dtype()) && hlo::is_complex(cx.tensor(3).dtype()))
+    cx.fail("index_fill_(): Converting complex Scalar to non-complex type is not supported");
   Value idx = vector_index(cx, cx.tensor(2), "index_fill_");
   int64_t n = idx.dims()[0], size = self.dims()[dim];
   if (n == 0 || self.type.numel() == 0) return {self0};
@@ -831,10 +860,10 @@ V index_reduce(Context& cx) {
   auto& b = cx.b;
   Value self0 = cx.tensor(0);
   Value self = at_least_1d(b, self0);
-  int64_t dim = cx.dim(cx.integer(1), self.rank());
   std::string red = cx.str(4);
   if (red != "prod" && red != "mean" && red != "amax" && red != "amin")
     cx.fail("index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got " + red + ".");
+  int64_t dim = cx.dim(cx.integer(1), self.rank());
   check_index_func(cx, self0, dim, cx.tensor(2), cx.tensor(3), "index_reduce_");
   Value idx = vector_index(cx, cx.tensor(2), "index_reduce_");
   Value source = at_least_1d(b, cx.as(3, self.dtype()));
@@ -901,9 +930,10 @@ V unfold_backward(Context& cx) {
   Value g = cx.tensor(0);
   Dims in = cx.ints(1);
   int64_t r = static_cast<int64_t>(in.size());
-  int64_t dim = r == 0 ? 0 : cx.dim(cx.integer(2), r);
   int64_t size = cx.integer(3), step = cx.integer(4);
-  if (step <= 0) cx.fail("step is " + std::to_string(step) + " but must be > 0");
+  // TORCH_CHECK_VALUE in ATen, before the dim is wrapped.
+  if (step <= 0) cx.fail("step is " + std::to_string(step) + " but must be > 0", ErrorKind::Value);
+  int64_t dim = r == 0 ? 0 : cx.dim(cx.integer(2), r);
   DType t = hlo::opmath_type(g.dtype());
   Dims shape = r == 0 ? Dims{1} : in;
   int64_t len = shape[dim];
@@ -961,8 +991,11 @@ V kthvalue(Context& cx) {
   int64_t k = cx.integer(1);
   int64_t dim = cx.dim(cx.integer_or(2, -1), x.rank());
   bool keepdim = cx.flag_or(3, false);
+  if (x.dims()[dim] == 0)
+    cx.fail("kthvalue(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.", ErrorKind::Index);
   if (k < 1 || k > x.dims()[dim])
     cx.fail("kthvalue(): selected number k out of range for dimension " + std::to_string(dim));
+  if (x.dtype() == DType::Bool || hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "kthvalue_cpu");
   auto [v, i] = sort_along(b, x, dim, false);
   Dims start(x.rank(), 0), limit = x.dims(), one(x.rank(), 1);
   start[dim] = k - 1;
@@ -997,9 +1030,11 @@ V median_dim_impl(Context& cx, bool ignore_nan) {
   Value x = at_least_1d(b, x0);
   int64_t dim = cx.dim(cx.integer(1), x.rank());
   bool keepdim = cx.flag_or(2, false);
-  const char* name = ignore_nan ? "nanmedian" : "median";
+  // As CPU: the dim, then a non-empty reduction (IndexError, "median()" for
+  // both), then the dispatch on every type but bool and complex.
   if (x.dims()[dim] == 0)
-    cx.fail(std::string(name) + "() cannot compute median for an empty dimension " + std::to_string(dim));
+    cx.fail("median(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.", ErrorKind::Index);
+  if (x.dtype() == DType::Bool || hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "median_out");
   auto [v, i] = median_along(b, x, dim, ignore_nan);
   Dims out = x0.rank() == 0 ? Dims{} : without_dim(x.dims(), dim, keepdim);
   return {b.reshape(v, out), b.reshape(i, out)};
@@ -1012,6 +1047,7 @@ V nanmedian_dim(Context& cx) { return median_dim_impl(cx, true); }
 V median_all_impl(Context& cx, bool ignore_nan) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
+  if (x.dtype() == DType::Bool || hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "median_cpu");
   int64_t n = x.type.numel();
   if (n == 0) return {b.constant(std::numeric_limits<double>::quiet_NaN(), x.dtype())};
   Value flat = b.reshape(x, {n});
@@ -1030,7 +1066,9 @@ V mode(Context& cx) {
   int64_t dim = cx.dim(cx.integer_or(1, -1), x.rank());
   bool keepdim = cx.flag_or(2, false);
   int64_t n = x.dims()[dim];
-  if (n == 0) cx.fail("mode(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.");
+  if (hlo::is_complex(x.dtype())) refuse_dtype(cx, x.dtype(), "mode_cpu");
+  if (n == 0)
+    cx.fail("mode(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.", ErrorKind::Index);
   Dims out = x0.rank() == 0 ? Dims{} : without_dim(x.dims(), dim, keepdim);
   if (n == 1) return {b.reshape(x, out), b.full(0, TensorType{DType::I64, out})};
   auto [v, i] = sort_along(b, x, dim, false);
@@ -1212,6 +1250,8 @@ V histc(Context& cx) {
     lo = b.select(same, b.convert(dmin, DType::F64), lo);
     hi = b.select(same, b.convert(dmax, DType::F64), hi);
   }
+  // CPU's histc refuses min > max (after an equal pair took the data's range).
+  cx.check(b.compare(lo, hi, "GT"), "torch.histc: max must be larger than min", ErrorKind::Runtime);
   Value empty = b.compare(lo, hi, "EQ");
   lo = b.select(empty, b.sub(lo, b.constant(1, DType::F64)), lo);
   hi = b.select(empty, b.add(hi, b.constant(1, DType::F64)), hi);

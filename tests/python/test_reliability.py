@@ -275,3 +275,86 @@ def test_error_kinds_match_cpu(case):
 def test_ex_without_check_errors_returns_info():
     _, info = torch.linalg.cholesky_ex(-torch.eye(2, device=TPU))
     assert info.item() == torch.linalg.cholesky_ex(-torch.eye(2))[1].item() != 0
+
+
+A = torch.ops.aten
+_B, _L, _C64 = torch.bool, torch.long, torch.complex64
+
+
+def _z(d, *shape, dtype=torch.float32):
+    return torch.zeros(*shape, dtype=dtype, device=d)
+
+
+# Reductions, shape/index ops, linalg and selection: the exception class CPU raises for dtypes its kernels do not
+# dispatch (NotImplementedError), reduction dims of size 0 and dims a tensor lacks (IndexError), bad steps
+# (ValueError), and checks on runtime scalars and values (RuntimeError at the next sync point).
+CLASS_CASES = {
+    "amin_empty_dim": lambda d: A.amin(_z(d, 2, 0), [1]),
+    "max_dim_empty": lambda d: A.max(_z(d, 2, 0), 1),
+    "argmin_numel0": lambda d: A.argmin(_z(d, 0)),
+    "aminmax_empty_dim": lambda d: A.aminmax(_z(d, 2, 0), dim=1),
+    "median_dim_empty": lambda d: A.median(_z(d, 2, 0), 1),
+    "nanmedian_dim_empty": lambda d: A.nanmedian(_z(d, 2, 0), 1),
+    "kthvalue_empty": lambda d: A.kthvalue(_z(d, 2, 0), 1),
+    "mode_empty": lambda d: A.mode(_z(d, 2, 0)),
+    "median_bool": lambda d: A.median(_z(d, 2, 2, dtype=_B)),
+    "median_dim_complex": lambda d: A.median(_z(d, 2, 2, dtype=_C64), 1),
+    "nanmedian_dim_bool": lambda d: A.nanmedian(_z(d, 2, 2, dtype=_B), 0),
+    "kthvalue_bool": lambda d: A.kthvalue(_z(d, 2, 2, dtype=_B), 1),
+    "mode_complex": lambda d: A.mode(_z(d, 2, 2, dtype=_C64)),
+    "sort_complex": lambda d: A.sort(_z(d, 2, 2, dtype=_C64)),
+    "topk_bool": lambda d: A.topk(_z(d, 2, 2, dtype=_B), 1),
+    "unique_complex": lambda d: A._unique2(_z(d, 2, 2, dtype=_C64)),
+    "unique_dim_complex": lambda d: A.unique_dim(_z(d, 2, 2, dtype=_C64), 0),
+    "unique_dim_0d": lambda d: A.unique_dim(_z(d), 0),
+    "unique_consecutive_0d": lambda d: A.unique_consecutive(_z(d), dim=-1),
+    "trace_bool_3d": lambda d: A.trace(_z(d, 2, 2, 2, dtype=_B)),
+    "logcumsumexp_long": lambda d: A._logcumsumexp(_z(d, 2, dtype=_L), 0),
+    "cumsum_to_bool": lambda d: A.cumsum(_z(d, 2), 0, dtype=_B),
+    "cummax_values_rank": lambda d: A._cummax_helper(_z(d, 2, 2), _z(d, 1), _z(d, 2, 2, dtype=_L), -2),
+    "mm_bool": lambda d: A.mm(_z(d, 2, 2, dtype=_B), _z(d, 2, 2, dtype=_B)),
+    "bmm_bool": lambda d: A.bmm(_z(d, 2, 2, 2, dtype=_B), _z(d, 2, 2, 2, dtype=_B)),
+    "dot_bool": lambda d: A.dot(_z(d, 2, dtype=_B), _z(d, 2, dtype=_B)),
+    "mv_0d": lambda d: A.mv(_z(d), _z(d, 2)),
+    "embedding_backward_0d": lambda d: A.embedding_dense_backward(_z(d), _z(d, 2, dtype=_L), 3, -1, False),
+    "embedding_backward_0d_short_indices": lambda d: A.embedding_dense_backward(
+        _z(d), _z(d, 2, dtype=torch.int16), 3, -1, False
+    ),
+    "geqrf_long": lambda d: A.geqrf(_z(d, 2, 2, dtype=_L)),
+    "lu_bool": lambda d: A.linalg_lu_factor_ex(_z(d, 2, 2, dtype=_B)),
+    "eigh_long": lambda d: A._linalg_eigh(_z(d, 2, 2, dtype=_L)),
+    "svd_half": lambda d: A._linalg_svd(_z(d, 2, 2, dtype=torch.float16)),
+    "cholesky_long": lambda d: A.cholesky(_z(d, 2, 2, dtype=_L)),
+    "cholesky_solve_0d_factor": lambda d: A._cholesky_solve_helper(_z(d, 1, 3, 2, dtype=torch.int16), _z(d), True),
+    "cholesky_solve_long": lambda d: A._cholesky_solve_helper(_z(d, 2, 3, dtype=_L), _z(d, 3, 3, dtype=_L), False),
+    "solve_triangular_half": lambda d: A.linalg_solve_triangular(
+        _z(d, 2, 2, dtype=torch.float16), _z(d, 2, 2, dtype=torch.float16), upper=True
+    ),
+    "householder_long": lambda d: A.linalg_householder_product(_z(d, 2, 2, dtype=_L), _z(d, 1, dtype=_L)),
+    "index_select_matrix_index": lambda d: A.index_select(_z(d, 3), 0, _z(d, 1, 1, dtype=_L)),
+    "index_too_many": lambda d: A.index(_z(d, 2), [_z(d, 1, dtype=_L), _z(d, 1, dtype=_L)]),
+    "index_fill_int32_index": lambda d: A.index_fill(_z(d, 3), 0, _z(d, 1, dtype=torch.int32), 1.0),
+    "scatter_src_dtype": lambda d: A.scatter(_z(d, 3), 0, _z(d, 1, dtype=_L), _z(d, 1, dtype=torch.float64)),
+    "scatter_reduce_sum_legacy": lambda d: A.scatter(_z(d, 3), 0, _z(d, 1, dtype=_L), _z(d, 1), reduce="sum"),
+    "gather_index_out_of_range": lambda d: A.gather(_z(d, 3), 0, torch.tensor([5], device=d)),
+    "unfold_backward_step": lambda d: A.unfold_backward(_z(d, 2, 2), [3], 0, 2, 0),
+    "renorm_nonpositive_p": lambda d: A.renorm(_z(d, 2, 2), 0, 0, 1.0),
+    "renorm_negative_maxnorm": lambda d: A.renorm(_z(d, 2, 2), 1, 0, -1.0),
+    "vector_norm_neg_order_empty": lambda d: A.linalg_vector_norm(_z(d, 2, 0), -1.0, [1]),
+    "vector_norm_int_dtype": lambda d: A.linalg_vector_norm(_z(d, 2), 2, dtype=_L),
+    "norm_bool_bad_dim": lambda d: A.norm(_z(d, 2, dtype=_B), 2, [5]),
+    "norm_dtype_long_bad_dim": lambda d: A.norm(_z(d, 2, dtype=_L), 2, [3], False, dtype=torch.float32),
+    "histc_min_above_max": lambda d: A.histc(_z(d, 3), 4, 2.0, 1.0),
+    "lu_unpack_bad_pivots": lambda d: A.lu_unpack(_z(d, 2, 2), torch.tensor([5, 1], dtype=torch.int32, device=d)),
+    "segment_reduce_bad_axis": lambda d: A.segment_reduce(
+        _z(d, 3, dtype=_C64), "sum", lengths=_z(d, 1, dtype=_L), axis=4
+    ),
+    "segment_reduce_backward_long": lambda d: A._segment_reduce_backward(
+        _z(d, 2, dtype=_L), _z(d, 2, dtype=_L), _z(d, 2, dtype=_L), "amax", lengths=torch.ones(2, dtype=_L, device=d)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CLASS_CASES))
+def test_reduction_shape_linalg_error_classes_match_cpu(name):
+    _same_error_as_cpu(CLASS_CASES[name])
