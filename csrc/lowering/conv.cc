@@ -266,8 +266,10 @@ V im2col(Context& cx) {
   Window2d w = window2d(cx, 1);
   bool valid_dims = size_at(cx, x, 1) != 0 && size_at(cx, x, 2) != 0;
   if (!((x.rank() == 3 && x.dims()[0] != 0 && valid_dims) || (batched && valid_dims && x.dims()[3] != 0)))
-    cx.fail("Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for "
-            "input, but got: " + dims_str(x.dims()));
+    cx.fail(
+        "Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for "
+        "input, but got: " +
+        dims_str(x.dims()));
   if (!batched) x = b.reshape(x, {1, x.dims()[0], x.dims()[1], x.dims()[2]});
   int64_t n = x.dims()[0], c = x.dims()[1], oh = blocks(w, 0, x.dims()[2]), ow = blocks(w, 1, x.dims()[3]);
   if (oh < 1 || ow < 1)

@@ -128,7 +128,8 @@ Value softmax_backward_impl(Context& cx, bool log) {
   if (output.type.numel() != 0) {
     bool last = grad.rank() == 0 || dim == grad.rank() - 1;
     floating_kernel(cx, grad.dtype(),
-                    std::string(log ? "log_softmax" : "softmax") + (last ? "_backward_lastdim_kernel_impl" : "_backward_kernel_impl"));
+                    std::string(log ? "log_softmax" : "softmax") +
+                        (last ? "_backward_lastdim_kernel_impl" : "_backward_kernel_impl"));
     if (output.dtype() != grad.dtype())
       cx.fail("expected scalar type " + std::string(hlo::scalar_type_name(grad.dtype())) + " but found " +
               std::string(hlo::scalar_type_name(output.dtype())));
@@ -381,7 +382,8 @@ void broadcast_into(const Context& cx, const Dims& out, const Dims& other) {
               ") at non-singleton dimension " + std::to_string(n - 1 - i));
     full[n - 1 - i] = a == 1 ? o : a;
   }
-  if (full != out) cx.fail("output with shape " + dims_str(out) + " doesn't match the broadcast shape " + dims_str(full));
+  if (full != out)
+    cx.fail("output with shape " + dims_str(out) + " doesn't match the broadcast shape " + dims_str(full));
 }
 
 // The loss backward ops write into a grad_input shaped and typed like self
@@ -394,7 +396,6 @@ DType loss_grad_type(Context& cx, DType common) {
             std::string(hlo::scalar_type_name(self)));
   return self;
 }
-
 
 V mse_loss(Context& cx) {
   auto& b = cx.b;
@@ -748,8 +749,14 @@ V softshrink(Context& cx) {
   auto& b = cx.b;
   auto [x, out] = opmath_in(cx, 0, "softshrink_check");
   {  // CPU: 0 <= lambd <= the largest value of the input dtype (NaN fails)
-    double hi = out == DType::F16 ? 65504.0 : out == DType::BF16 ? 3.3895313892515355e38 : out == DType::F32 ? 3.4028234663852886e38 : 1.7976931348623157e308;
-    const char* hs = out == DType::F16 ? "65504" : out == DType::BF16 ? "3.38953e+38" : out == DType::F32 ? "3.40282e+38" : "1.79769e+308";
+    double hi = out == DType::F16    ? 65504.0
+                : out == DType::BF16 ? 3.3895313892515355e38
+                : out == DType::F32  ? 3.4028234663852886e38
+                                     : 1.7976931348623157e308;
+    const char* hs = out == DType::F16    ? "65504"
+                     : out == DType::BF16 ? "3.38953e+38"
+                     : out == DType::F32  ? "3.40282e+38"
+                                          : "1.79769e+308";
     Value lv = cx.as(1, DType::F64);
     Value ok = b.and_(b.compare(lv, b.constant(0, DType::F64), "GE"), b.compare(lv, b.constant(hi, DType::F64), "LE"));
     cx.check(b.not_(ok),

@@ -23,8 +23,8 @@ struct PadDim {
 
 // The padded dims of `x` for a [lo_last, hi_last, lo_prev, hi_prev, ...]
 // padding of `k` dims (the last k of x), checked as PyTorch checks them.
-std::vector<PadDim> pad_dims(Context& cx, const Value& x, const std::vector<int64_t>& padding, int64_t k,
-                             bool reflect, bool forward = false) {
+std::vector<PadDim> pad_dims(Context& cx, const Value& x, const std::vector<int64_t>& padding, int64_t k, bool reflect,
+                             bool forward = false) {
   if (static_cast<int64_t>(padding.size()) != 2 * k)
     cx.fail("padding size is expected to be " + std::to_string(2 * k) + ", but got: " + std::to_string(padding.size()));
   bool zero = false;  // the forward's check_valid_input: only a batch dim may be 0
@@ -102,7 +102,8 @@ void pad_backward_checks(Context& cx, const Value& g, const Value& x, const std:
     int64_t j = k - 1 - i, want = in[j] + padding[2 * i] + padding[2 * i + 1];
     int64_t got = size_at(cx, g, 1 + j + batch);
     if (got != want)
-      cx.fail(grad + " " + names[i] + " unexpected. Expected: " + std::to_string(want) + ", Got: " + std::to_string(got));
+      cx.fail(grad + " " + names[i] + " unexpected. Expected: " + std::to_string(want) +
+              ", Got: " + std::to_string(got));
   }
 }
 

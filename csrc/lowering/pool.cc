@@ -234,8 +234,9 @@ void avg_pool_dtype(Context& cx, const Value& x, int64_t n, bool backward) {
   DType t = x.dtype();
   bool ok = t == DType::F32 || t == DType::F64 || t == DType::I64 || (n == 2 && (t == DType::F16 || t == DType::BF16));
   if (!ok && x.type.numel() != 0)
-    refuse_dtype(cx, t, n == 2 ? (backward ? "avg_pool2d_backward" : "avg_pool2d")
-                               : (backward ? "avg_pool3d_backward_out_frame" : "avg_pool3d_out_frame"));
+    refuse_dtype(cx, t,
+                 n == 2 ? (backward ? "avg_pool2d_backward" : "avg_pool2d")
+                        : (backward ? "avg_pool3d_backward_out_frame" : "avg_pool3d_out_frame"));
 }
 
 template <int N>
@@ -356,12 +357,14 @@ V adaptive_avg_pool_backward(Context& cx) {
   auto& b = cx.b;
   Value go = cx.tensor(0), self = cx.tensor(1);
   int64_t lead = self.rank() - N;
-  if (N == 3) {  // CPU: grad_output's non-batch sizes, both ranks, then input.size(-4 .. -1), grad_output.size(-3 .. -1)
+  if (N ==
+      3) {  // CPU: grad_output's non-batch sizes, both ranks, then input.size(-4 .. -1), grad_output.size(-3 .. -1)
     for (int64_t d = 1; d < go.rank(); ++d)
       if (go.dims()[d] == 0)
-        cx.fail("adaptive_avg_pool3d_backward(): Expected grad_output to have non-zero size for non-batch dimensions, "
-                "but grad_output has sizes " + dims_str(go.dims()) + " with dimension " + std::to_string(d) +
-                " being empty");
+        cx.fail(
+            "adaptive_avg_pool3d_backward(): Expected grad_output to have non-zero size for non-batch dimensions, "
+            "but grad_output has sizes " +
+            dims_str(go.dims()) + " with dimension " + std::to_string(d) + " being empty");
     if (go.rank() != self.rank())
       cx.fail("adaptive_avg_pool3d_backward_out_cpu_template: Expected dimensions " + std::to_string(self.rank()) +
               " for `gradOutput_` but got dimensions " + std::to_string(go.rank()));
