@@ -261,15 +261,22 @@ V im2col(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
   bool batched = x.rank() == 4;
-  if (x.rank() != 3 && x.rank() != 4)
-    cx.fail("Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions");
-  if (!batched) x = b.reshape(x, {1, x.dims()[0], x.dims()[1], x.dims()[2]});
+  // CPU's im2col_shape_check: the window, then input.size(1) and size(2)
+  // (IndexError for a smaller rank), then the rank and zero sizes
   Window2d w = window2d(cx, 1);
+  bool valid_dims = size_at(cx, x, 1) != 0 && size_at(cx, x, 2) != 0;
+  if (!((x.rank() == 3 && x.dims()[0] != 0 && valid_dims) || (batched && valid_dims && x.dims()[3] != 0)))
+    cx.fail(
+        "Expected 3D or 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions for "
+        "input, but got: " +
+        dims_str(x.dims()));
+  if (!batched) x = b.reshape(x, {1, x.dims()[0], x.dims()[1], x.dims()[2]});
   int64_t n = x.dims()[0], c = x.dims()[1], oh = blocks(w, 0, x.dims()[2]), ow = blocks(w, 1, x.dims()[3]);
   if (oh < 1 || ow < 1)
     cx.fail("Given input with spatial size (" + std::to_string(x.dims()[2]) + ", " + std::to_string(x.dims()[3]) +
             "), calculated shape of the array of sliding blocks as (" + std::to_string(oh) + ", " + std::to_string(ow) +
             "), which is too small (non-positive)");
+  if (hlo::is_integral(x.dtype())) refuse_dtype(cx, x.dtype(), "im2col_out_cpu");  // floats, complex and bool
   Value xp = b.pad(x, b.constant(0, x.dtype()), {0, 0, w.p[0], w.p[1]}, {0, 0, w.p[0], w.p[1]}, {0, 0, 0, 0});
   std::vector<Value> cols;
   for (int64_t i = 0; i < w.k[0]; ++i)

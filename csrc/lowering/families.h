@@ -129,4 +129,38 @@ inline void decline_complex(const Context& cx, std::initializer_list<size_t> idx
   if (any_complex(cx, idx)) cx.not_lowered("complex inputs run on the CPU");
 }
 
+// ATen's Tensor::size(d): a dim out of range raises IndexError, as does any
+// dim of a 0-d tensor ("Dimension specified as d but tensor has no
+// dimensions"). For lowerings whose CPU kernel reads sizes before it checks
+// the rank.
+inline int64_t size_at(const Context& cx, const Value& v, int64_t d) {
+  if (v.rank() == 0)
+    cx.fail("Dimension specified as " + std::to_string(d) + " but tensor has no dimensions", ErrorKind::Index);
+  return v.dims()[cx.dim(d, v.rank())];
+}
+// TensorIterator without type promotion: every operand `idx` (absent ones
+// skipped) must have the dtype of the first, else RuntimeError "Found dtype
+// X but expected Y".
+inline void same_dtypes(const Context& cx, std::initializer_list<size_t> idx) {
+  bool have = false;
+  DType want{};
+  for (size_t i : idx) {
+    if (cx.none(i)) continue;
+    DType t = cx.tensor(i).dtype();
+    if (!have) {
+      want = t;
+      have = true;
+    } else if (t != want) {
+      cx.fail("Found dtype " + std::string(hlo::scalar_type_name(t)) + " but expected " +
+              std::string(hlo::scalar_type_name(want)));
+    }
+  }
+}
+// AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16) in a CPU kernel: other
+// dtypes raise NotImplementedError naming `kernel`. Returns t.
+inline DType floating_kernel(const Context& cx, DType t, const std::string& kernel) {
+  if (!hlo::is_floating(t)) refuse_dtype(cx, t, kernel);
+  return t;
+}
+
 }  // namespace torch_pjrt::lowering

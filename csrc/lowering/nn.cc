@@ -80,9 +80,23 @@ SoftmaxIn softmax_input(Context& cx, Value x, int64_t dim_arg) {
   return {x, d, orig};
 }
 
+// CPU's softmax kernels: the dim first (IndexError), then half_to_float
+// (which CPU refuses for every input; we take it for float16 and bfloat16
+// inputs, as CUDA does for float16), nothing more for an empty input, then
+// the dtype, named by the kernel the dim picks.
+void softmax_checks(Context& cx, const Value& in, int64_t dim_arg, bool half_to_float, const char* name) {
+  int64_t d = cx.dim(dim_arg, in.rank());
+  if (half_to_float && in.dtype() != DType::F16 && in.dtype() != DType::BF16)
+    cx.fail("softmax with half to float conversion is not supported on CPU");
+  if (in.type.numel() == 0) return;
+  bool last = in.rank() == 0 || d == in.rank() - 1;
+  floating_kernel(cx, in.dtype(), std::string(name) + (last ? "_lastdim_kernel_impl" : "_kernel_impl"));
+}
+
 Value softmax_impl(Context& cx, bool log) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
+  softmax_checks(cx, in, cx.integer(1), cx.flag(2), log ? "log_softmax" : "softmax");
   DType out = cx.flag(2) ? DType::F32 : float_type(in.dtype());  // half_to_float
   auto [x, d, orig] = softmax_input(cx, b.convert(in, hlo::opmath_type(float_type(in.dtype()))), cx.integer(1));
   Dims red{d};
@@ -98,9 +112,28 @@ V log_softmax(Context& cx) { return {softmax_impl(cx, true)}; }
 // _softmax_backward_data(grad_output, output, dim, input_dtype):
 //   softmax:     y * (g - sum(g * y))
 //   log_softmax: g - exp(y) * sum(g)
+// As CPU: softmax's backward checks that grad and output have one size
+// (log_softmax's does not), wraps the dim, returns at once for an empty
+// output, dispatches on grad's dtype and reads output as that dtype. The
+// result has grad's dtype, float16 for a float32 grad of a float16 input.
 Value softmax_backward_impl(Context& cx, bool log) {
   auto& b = cx.b;
-  DType out = cx.dtype(3);
+  Value grad = cx.tensor(0), output = cx.tensor(1);
+  if (!log && grad.dims() != output.dims())
+    cx.fail("Expected tensor for argument #1 'grad' to have same size as tensor for argument #2 'output'; but " +
+            dims_str(grad.dims()) + " does not equal " + dims_str(output.dims()) +
+            " (while checking arguments for softmax_backward)");
+  int64_t dim = cx.dim(cx.integer(2), grad.rank());
+  DType out = grad.dtype() == DType::F32 && cx.dtype(3) == DType::F16 ? DType::F16 : grad.dtype();
+  if (output.type.numel() != 0) {
+    bool last = grad.rank() == 0 || dim == grad.rank() - 1;
+    floating_kernel(cx, grad.dtype(),
+                    std::string(log ? "log_softmax" : "softmax") +
+                        (last ? "_backward_lastdim_kernel_impl" : "_backward_kernel_impl"));
+    if (output.dtype() != grad.dtype())
+      cx.fail("expected scalar type " + std::string(hlo::scalar_type_name(grad.dtype())) + " but found " +
+              std::string(hlo::scalar_type_name(output.dtype())));
+  }
   DType t = hlo::opmath_type(float_type(cx.result_type({0, 1})));
   auto [g, d, orig] = softmax_input(cx, cx.as(0, t), cx.integer(2));
   Value y = b.reshape(cx.as(1, t), g.dims());
@@ -337,9 +370,36 @@ V nll_loss_backward(Context& cx) {
 
 // ---- mse and binary cross entropy
 
+// An in-place op on a tensor of shape `out` with an operand of shape
+// `other` (loss.mul_(weight)): TensorIterator's broadcast checks.
+void broadcast_into(const Context& cx, const Dims& out, const Dims& other) {
+  size_t n = std::max(out.size(), other.size());
+  Dims full(n);
+  for (size_t i = 0; i < n; ++i) {  // aligned from the right
+    int64_t a = i < out.size() ? out[out.size() - 1 - i] : 1, o = i < other.size() ? other[other.size() - 1 - i] : 1;
+    if (a != o && a != 1 && o != 1)
+      cx.fail("The size of tensor a (" + std::to_string(a) + ") must match the size of tensor b (" + std::to_string(o) +
+              ") at non-singleton dimension " + std::to_string(n - 1 - i));
+    full[n - 1 - i] = a == 1 ? o : a;
+  }
+  if (full != out)
+    cx.fail("output with shape " + dims_str(out) + " doesn't match the broadcast shape " + dims_str(full));
+}
+
+// The loss backward ops write into a grad_input shaped and typed like self
+// (argument 1), computing in the common dtype of (grad, self, target):
+// that must cast to self's dtype.
+DType loss_grad_type(Context& cx, DType common) {
+  DType self = cx.tensor(1).dtype();
+  if (!hlo::can_cast(common, self))
+    cx.fail("result type " + std::string(hlo::scalar_type_name(common)) + " can't be cast to the desired output type " +
+            std::string(hlo::scalar_type_name(self)));
+  return self;
+}
+
 V mse_loss(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  DType out = floating_kernel(cx, cx.result_type({0, 1}), "mse_cpu"), t = hlo::opmath_type(out);
   Value d = b.sub(cx.as(0, t), cx.as(1, t));
   return {b.convert(reduce_loss(b, b.mul(d, d), cx.integer(2)), out)};
 }
@@ -348,7 +408,9 @@ V mse_loss(Context& cx) {
 V mse_loss_backward(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(1);
-  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  DType common = cx.result_type({0, 1, 2}), t = hlo::opmath_type(common);
+  if (common == DType::Bool || hlo::is_complex(common)) refuse_dtype(cx, common, "mse_backward_cpu_out");
+  DType out = loss_grad_type(cx, common);
   double norm = cx.integer(3) == kMean ? 2.0 / static_cast<double>(self.type.numel()) : 2.0;
   Value r = b.mul(b.mul(b.constant(norm, t), b.sub(cx.as(1, t), cx.as(2, t))), cx.as(0, t));
   return {b.convert(b.broadcast_to(r, self.dims()), out)};
@@ -359,12 +421,19 @@ V mse_loss_backward(Context& cx) {
 V binary_cross_entropy(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
-  DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
+  same_dtypes(cx, {0, 1});
+  DType out = floating_kernel(cx, self.dtype(), "binary_cross_entropy"), t = hlo::opmath_type(float_type(out));
   Value x = b.convert(self, t), y = cx.as(1, t);
+  // CPU: every input in [0, 1] (NaN fails)
+  Value in01 = b.and_(b.compare(x, b.constant(0, t), "GE"), b.compare(x, b.constant(1, t), "LE"));
+  cx.check(any_all(b, b.not_(in01)), "all elements of input should be between 0 and 1", ErrorKind::Runtime);
   Value one = b.constant(1, t), floor = b.constant(-100, t);
   Value lx = at_least(b, b.log(x), floor), l1x = at_least(b, b.log(b.sub(one, x)), floor);
   Value loss = b.neg(b.add(b.mul(y, lx), b.mul(b.sub(one, y), l1x)));
-  if (!cx.none(2)) loss = b.mul(loss, cx.as(2, t));
+  if (!cx.none(2)) {  // CPU: loss.mul_(weight)
+    broadcast_into(cx, self.dims(), cx.tensor(2).dims());
+    loss = b.mul(loss, cx.as(2, t));
+  }
   return {b.convert(reduce_loss(b, loss, cx.integer(3)), out)};
 }
 
@@ -373,6 +442,8 @@ V binary_cross_entropy(Context& cx) {
 V binary_cross_entropy_backward(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(1);
+  same_dtypes(cx, {0, 1, 2});
+  floating_kernel(cx, cx.tensor(0).dtype(), "binary_cross_entropy_backward");
   DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
   Value x = b.convert(self, t), y = cx.as(2, t);
   Value denom = at_least(b, b.mul(b.sub(b.constant(1, t), x), x), b.constant(1e-12, t));
@@ -393,10 +464,26 @@ V native_dropout_backward(Context& cx) {
   return {b.convert(r, g.dtype())};
 }
 
+// The backward of an in-place leaky_relu/elu with a negative slope: CPU
+// refuses it (RuntimeError). The slope (argument i) arrives at run time.
+const char* const kLeakyReluInPlace =
+    "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. This is "
+    "caused by calling in-place forward function with a negative slope, please call out-of-place version instead. "
+    "File an issue at https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu backward "
+    "calculation with negative slope";
+const char* const kEluInPlace =
+    "In-place elu backward calculation is triggered with a negative slope which is not supported. This is caused by "
+    "calling in-place forward function with a negative slope, please call out-of-place version instead.";
+void negative_slope_check(Context& cx, size_t i, const char* message) {
+  Value v = cx.as(i, DType::F64);
+  cx.check(cx.b.compare(v, cx.b.constant(0, DType::F64), "LT"), message, ErrorKind::Runtime);
+}
+
 // leaky_relu(self, negative_slope) = x > 0 ? x : x * slope
 V leaky_relu(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
+  floating_kernel(cx, self.dtype(), "leaky_relu_cpu");
   DType t = hlo::opmath_type(self.dtype());
   Value x = b.convert(self, t);
   Value r = b.select(b.compare(x, b.constant(0, t), "GT"), x, b.mul(x, cx.as(1, t)));
@@ -406,7 +493,8 @@ V leaky_relu(Context& cx) {
 // leaky_relu_backward(grad_output, self, negative_slope, self_is_result)
 V leaky_relu_backward(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  if (cx.flag(3)) negative_slope_check(cx, 2, kLeakyReluInPlace);
+  DType out = floating_kernel(cx, cx.result_type({0, 1}), "leaky_relu_backward_cpu"), t = hlo::opmath_type(out);
   Value g = cx.as(0, t), x = cx.as(1, t);
   Value r = b.select(b.compare(x, b.constant(0, t), "GT"), g, b.mul(g, cx.as(2, t)));
   return {b.convert(r, out)};
@@ -416,6 +504,13 @@ V leaky_relu_backward(Context& cx) {
 V hardtanh(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
+  if (self.dtype() == DType::Bool) cx.fail("Bool inputs not supported for hardtanh");
+  if (hlo::is_complex(self.dtype())) cx.fail("clamp is not supported for complex types", ErrorKind::NotImplemented);
+  if (self.dtype() == DType::U8) {  // CPU truncates the limits to integers first
+    Value lo = cx.as(1, DType::I64), hi = cx.as(2, DType::I64), zero = b.constant(0, DType::I64);
+    cx.check(b.or_(b.compare(lo, zero, "LT"), b.compare(hi, zero, "LT")),
+             "cannot do hardtanh on an unsigned type with negative limits", ErrorKind::Runtime);
+  }
   DType t = hlo::opmath_type(self.dtype());
   Value r = at_most(b, at_least(b, b.convert(self, t), cx.as(1, t)), cx.as(2, t));
   return {b.convert(r, self.dtype())};
@@ -425,7 +520,7 @@ V hardtanh(Context& cx) {
 // min < x < max, else 0.
 V hardtanh_backward(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  DType out = floating_kernel(cx, cx.result_type({0, 1}), "hardshrink_backward_cpu"), t = hlo::opmath_type(out);
   Value g = cx.as(0, t), x = cx.as(1, t);
   Value outside = b.or_(b.compare(x, cx.as(2, t), "LE"), b.compare(x, cx.as(3, t), "GE"));
   return {b.convert(b.select(outside, b.constant(0, t), g), out)};
@@ -436,6 +531,7 @@ V hardtanh_backward(Context& cx) {
 V elu(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(0);
+  floating_kernel(cx, self.dtype(), "elu_cpu");
   DType t = hlo::opmath_type(self.dtype());
   Value x = b.convert(self, t);
   Value alpha = cx.as(1, t), scale = cx.as(2, t), input_scale = cx.as(3, t);
@@ -447,7 +543,8 @@ V elu(Context& cx) {
 // elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
 V elu_backward(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 5}), t = hlo::opmath_type(out);
+  if (cx.flag(4)) negative_slope_check(cx, 1, kEluInPlace);
+  DType out = floating_kernel(cx, cx.result_type({0, 5}), "elu_backward_cpu"), t = hlo::opmath_type(out);
   Value g = cx.as(0, t), v = cx.as(5, t);
   Value alpha = cx.as(1, t), scale = cx.as(2, t), input_scale = cx.as(3, t);
   Value negcoef = b.mul(alpha, scale);
@@ -464,8 +561,9 @@ struct Unary {
   Value x;
   DType out;
 };
-Unary opmath_in(Context& cx, size_t i) {
+Unary opmath_in(Context& cx, size_t i, const char* kernel = nullptr) {
   Value self = cx.tensor(i);
+  if (kernel) floating_kernel(cx, self.dtype(), kernel);
   return {cx.b.convert(self, hlo::opmath_type(self.dtype())), self.dtype()};
 }
 // grad_output (gi) and self (xi) promoted, in compute dtype.
@@ -473,8 +571,9 @@ struct Binary {
   Value g, x;
   DType out;
 };
-Binary opmath_grad(Context& cx, size_t gi, size_t xi) {
+Binary opmath_grad(Context& cx, size_t gi, size_t xi, const char* kernel = nullptr) {
   DType out = cx.result_type({gi, xi}), t = hlo::opmath_type(out);
+  if (kernel) floating_kernel(cx, out, kernel);
   return {cx.as(gi, t), cx.as(xi, t), out};
 }
 
@@ -483,7 +582,7 @@ Value k(hlo::Builder& b, double v, const Value& like) { return b.constant(v, lik
 // hardswish(x) = x * min(max(x + 3, 0), 6) / 6
 V hardswish(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
+  auto [x, out] = opmath_in(cx, 0, "hardswish_cpu");
   Value r = b.div(b.mul(x, at_most(b, at_least(b, b.add(x, k(b, 3, x)), k(b, 0, x)), k(b, 6, x))), k(b, 6, x));
   return {b.convert(r, out)};
 }
@@ -491,7 +590,7 @@ V hardswish(Context& cx) {
 // hardswish_backward: 0 below -3, g * (x / 3 + 0.5) up to 3, g above.
 V hardswish_backward(Context& cx) {
   auto& b = cx.b;
-  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  auto [g, x, out] = opmath_grad(cx, 0, 1, "hardswish_backward_cpu");
   Value mid = b.mul(g, b.add(b.div(x, k(b, 3, x)), k(b, 0.5, x)));
   Value r = b.select(b.compare(x, k(b, -3, x), "LT"), k(b, 0, x), b.select(b.compare(x, k(b, 3, x), "LE"), mid, g));
   return {b.convert(r, out)};
@@ -500,7 +599,7 @@ V hardswish_backward(Context& cx) {
 // hardsigmoid(x) = min(max(x + 3, 0), 6) / 6
 V hardsigmoid(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
+  auto [x, out] = opmath_in(cx, 0, "hardsigmoid_cpu");
   Value r = b.div(at_most(b, at_least(b, b.add(x, k(b, 3, x)), k(b, 0, x)), k(b, 6, x)), k(b, 6, x));
   return {b.convert(r, out)};
 }
@@ -508,7 +607,7 @@ V hardsigmoid(Context& cx) {
 // hardsigmoid_backward: g / 6 where -3 < x < 3, else 0.
 V hardsigmoid_backward(Context& cx) {
   auto& b = cx.b;
-  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  auto [g, x, out] = opmath_grad(cx, 0, 1, "hardsigmoid_backward");
   Value inside = b.and_(b.compare(x, k(b, -3, x), "GT"), b.compare(x, k(b, 3, x), "LT"));
   Value r = b.select(inside, b.mul(g, k(b, 1.0 / 6.0, x)), k(b, 0, x));
   return {b.convert(r, out)};
@@ -534,8 +633,8 @@ std::pair<Value, Value> halves(Context& cx, Value x, int64_t dim) {
 V glu(Context& cx) {
   auto& b = cx.b;
   auto [x, out] = opmath_in(cx, 0);
-  if (!hlo::is_floating(out)) cx.fail("glu is not implemented for integer inputs");
   auto [a, c] = halves(cx, x, x.rank() == 0 ? 0 : cx.dim(cx.integer(1), x.rank()));
+  floating_kernel(cx, out, "glu_cpu");  // CPU checks the shape first
   return {b.convert(b.mul(a, sigmoid_of(b, c)), out)};
 }
 
@@ -554,7 +653,8 @@ V glu_backward(Context& cx) {
 // _prelu_kernel(self, weight) = x > 0 ? x : w * x (weight broadcasts)
 V prelu_kernel(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  same_dtypes(cx, {0, 1});
+  DType out = floating_kernel(cx, cx.tensor(0).dtype(), "prelu_cpu"), t = hlo::opmath_type(out);
   Value x = cx.as(0, t), w = cx.as(1, t);
   Dims shape = hlo::broadcast_shapes(x.dims(), w.dims());
   x = b.broadcast_to(x, shape);
@@ -566,7 +666,8 @@ V prelu_kernel(Context& cx) {
 // both of the broadcast shape (autograd sums grad_weight down).
 V prelu_kernel_backward(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  same_dtypes(cx, {1, 2, 0});
+  DType out = floating_kernel(cx, cx.tensor(1).dtype(), "prelu_backward_cpu"), t = hlo::opmath_type(out);
   Value g = cx.as(0, t), x = cx.as(1, t), w = cx.as(2, t);
   Dims shape = hlo::broadcast_shapes(hlo::broadcast_shapes(x.dims(), w.dims()), g.dims());
   g = b.broadcast_to(g, shape);
@@ -581,7 +682,7 @@ V prelu_kernel_backward(Context& cx) {
 // log_sigmoid_forward(self) -> (min(x, 0) - log1p(exp(-|x|)), exp(-|x|))
 V log_sigmoid_forward(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
+  auto [x, out] = opmath_in(cx, 0, "log_sigmoid_cpu");
   Value z = b.exp(b.neg(b.abs(x)));
   Value lo = b.select(b.compare(x, k(b, 0, x), "LT"), x, k(b, 0, x));
   Value r = b.sub(lo, b.unary("stablehlo.log_plus_one", z));
@@ -592,8 +693,13 @@ V log_sigmoid_forward(Context& cx) {
 //   g * (max_deriv - sign * z / (1 + z)), z = exp(-|x|); x < 0: (1, 1), else (0, -1)
 V log_sigmoid_backward(Context& cx) {
   auto& b = cx.b;
-  auto [g, x, out] = opmath_grad(cx, 0, 1);
-  Value z = b.exp(b.neg(b.abs(x)));
+  same_dtypes(cx, {1, 0, 2});
+  auto [g, x, out] = opmath_grad(cx, 0, 1, "log_sigmoid_backward_cpu");
+  Value z = cx.as(2, x.dtype());  // CPU reads z = exp(-|x|) from the buffer
+  Dims shape = hlo::broadcast_shapes(hlo::broadcast_shapes(g.dims(), x.dims()), z.dims());
+  g = b.broadcast_to(g, shape);
+  x = b.broadcast_to(x, shape);
+  z = b.broadcast_to(z, shape);
   Value q = b.div(z, b.add(k(b, 1, z), z));
   Value r = b.select(b.compare(x, k(b, 0, x), "LT"), b.mul(g, b.sub(k(b, 1, q), q)), b.mul(g, q));
   return {b.convert(r, out)};
@@ -602,7 +708,7 @@ V log_sigmoid_backward(Context& cx) {
 // mish(x) = x * tanh(log1p(exp(x)))
 V mish(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
+  auto [x, out] = opmath_in(cx, 0, "mish_cpu");
   Value r = b.mul(x, b.tanh(b.unary("stablehlo.log_plus_one", b.exp(x))));
   return {b.convert(r, out)};
 }
@@ -610,7 +716,7 @@ V mish(Context& cx) {
 // softplus(self, beta, threshold) = x * beta > threshold ? x : log1p(exp(x * beta)) / beta
 V softplus(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
+  auto [x, out] = opmath_in(cx, 0, "softplus_cpu");
   Value beta = cx.as(1, x.dtype()), th = cx.as(2, x.dtype());
   Value xb = b.mul(x, beta);
   Value soft = b.div(b.unary("stablehlo.log_plus_one", b.exp(xb)), beta);
@@ -621,7 +727,7 @@ V softplus(Context& cx) {
 //   x * beta > threshold ? g : g * z / (z + 1), z = exp(x * beta)
 V softplus_backward(Context& cx) {
   auto& b = cx.b;
-  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  auto [g, x, out] = opmath_grad(cx, 0, 1, "softplus_backward_cpu");
   Value xb = b.mul(x, cx.as(2, x.dtype()));
   Value z = b.exp(xb);
   Value soft = b.div(b.mul(g, z), b.add(z, k(b, 1, z)));
@@ -631,6 +737,8 @@ V softplus_backward(Context& cx) {
 // threshold(self, threshold, value) = x <= threshold ? value : x
 V threshold(Context& cx) {
   auto& b = cx.b;
+  DType dt = cx.tensor(0).dtype();
+  if (dt == DType::Bool || hlo::is_complex(dt)) refuse_dtype(cx, dt, "threshold_cpu");
   auto [x, out] = opmath_in(cx, 0);
   Value r = b.select(b.compare(x, cx.as(1, x.dtype()), "LE"), b.broadcast_to(cx.as(2, x.dtype()), x.dims()), x);
   return {b.convert(r, out)};
@@ -639,7 +747,23 @@ V threshold(Context& cx) {
 // softshrink(self, lambd) = x > l ? x - l : x < -l ? x + l : x * 0 (NaN stays NaN)
 V softshrink(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
+  auto [x, out] = opmath_in(cx, 0, "softshrink_check");
+  {  // CPU: 0 <= lambd <= the largest value of the input dtype (NaN fails)
+    double hi = out == DType::F16    ? 65504.0
+                : out == DType::BF16 ? 3.3895313892515355e38
+                : out == DType::F32  ? 3.4028234663852886e38
+                                     : 1.7976931348623157e308;
+    const char* hs = out == DType::F16    ? "65504"
+                     : out == DType::BF16 ? "3.38953e+38"
+                     : out == DType::F32  ? "3.40282e+38"
+                                          : "1.79769e+308";
+    Value lv = cx.as(1, DType::F64);
+    Value ok = b.and_(b.compare(lv, b.constant(0, DType::F64), "GE"), b.compare(lv, b.constant(hi, DType::F64), "LE"));
+    cx.check(b.not_(ok),
+             std::string("lambda must be in range [0, ") + hs + "] for input dtype " +
+                 std::string(hlo::scalar_type_name(out)),
+             ErrorKind::Runtime);
+  }
   Value l = cx.as(1, x.dtype()), nl = b.neg(l);
   Value r =
       b.select(b.compare(x, l, "GT"), b.sub(x, l), b.select(b.compare(x, nl, "LT"), b.add(x, l), b.mul(x, k(b, 0, x))));
@@ -656,7 +780,7 @@ Value within(hlo::Builder& b, Value x, Value l) {
 // softshrink_backward / hardshrink_backward(grad_out, self, lambd) = -l <= x <= l ? 0 : g
 V shrink_backward(Context& cx) {
   auto& b = cx.b;
-  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  auto [g, x, out] = opmath_grad(cx, 0, 1, "shrink_backward_cpu");
   Value r = b.select(within(b, x, cx.as(2, x.dtype())), k(b, 0, g), g);
   return {b.convert(r, out)};
 }
@@ -664,7 +788,7 @@ V shrink_backward(Context& cx) {
 // hardshrink(self, lambd) = -l <= x <= l ? 0 : x
 V hardshrink(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
+  auto [x, out] = opmath_in(cx, 0, "hardshrink_cpu");
   Value inside = within(b, x, cx.as(1, x.dtype()));
   return {b.convert(b.select(inside, k(b, 0, x), x), out)};
 }
@@ -675,7 +799,9 @@ V hardshrink(Context& cx) {
 //   z = |x - y|; z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta)
 V huber_loss(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  DType out = floating_kernel(cx, cx.result_type({0, 1}), "huber_cpu"), t = hlo::opmath_type(out);
+  cx.check(b.compare(cx.as(3, DType::F64), b.constant(0, DType::F64), "LE"),
+           "huber_loss does not support non-positive values for delta.", ErrorKind::Runtime);
   Value z = b.abs(b.sub(cx.as(0, t), cx.as(1, t)));
   Value d = cx.as(3, t), half = b.constant(0.5, t);
   Value loss = b.select(b.compare(z, d, "LT"), b.mul(b.mul(half, z), z), b.mul(d, b.sub(z, b.mul(half, d))));
@@ -693,7 +819,8 @@ Value loss_norm(Context& cx, const Value& self, int64_t reduction, DType t) {
 V huber_loss_backward(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(1);
-  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  DType common = floating_kernel(cx, cx.result_type({0, 1, 2}), "huber_backward_cpu_out"), t = hlo::opmath_type(common);
+  DType out = loss_grad_type(cx, common);
   Value x = b.sub(cx.as(1, t), cx.as(2, t)), g = cx.as(0, t), d = cx.as(4, t);
   Value norm = loss_norm(cx, self, cx.integer(3), t);
   Value ng = b.mul(norm, g);
@@ -706,7 +833,9 @@ V huber_loss_backward(Context& cx) {
 //   z = |x - y|; z < beta ? 0.5 * z * z / beta : z - 0.5 * beta (beta = 0: z)
 V smooth_l1_loss(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  DType out = floating_kernel(cx, cx.result_type({0, 1}), "smooth_l1_cpu"), t = hlo::opmath_type(out);
+  cx.check(b.compare(cx.as(3, DType::F64), b.constant(0, DType::F64), "LT"),
+           "smooth_l1_loss does not support negative values for beta.", ErrorKind::Runtime);
   Value z = b.abs(b.sub(cx.as(0, t), cx.as(1, t)));
   Value beta = cx.as(3, t), half = b.constant(0.5, t);
   Value loss = b.select(b.compare(z, beta, "LT"), b.div(b.mul(b.mul(half, z), z), beta), b.sub(z, b.mul(half, beta)));
@@ -719,7 +848,9 @@ V smooth_l1_loss(Context& cx) {
 V smooth_l1_loss_backward(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(1);
-  DType out = cx.result_type({0, 1, 2}), t = hlo::opmath_type(out);
+  DType common = cx.result_type({0, 1, 2}), t = hlo::opmath_type(common);
+  if (common == DType::Bool || hlo::is_complex(common)) refuse_dtype(cx, common, "smooth_l1_backward_cpu_out");
+  DType out = loss_grad_type(cx, common);
   Value x = b.sub(cx.as(1, t), cx.as(2, t)), g = cx.as(0, t), beta = cx.as(4, t);
   Value norm = loss_norm(cx, self, cx.integer(3), t);
   Value ng = b.mul(norm, g), zero = b.constant(0, t);
@@ -1190,11 +1321,22 @@ V pdist_backward(Context& cx) {
 // (lower + upper) / 2 and noise unchanged.
 V rrelu_with_noise(Context& cx) {
   auto& b = cx.b;
-  auto [x, out] = opmath_in(cx, 0);
-  if (!hlo::is_floating(out)) cx.fail("rrelu is not implemented for integer inputs");
+  Value self = cx.tensor(0), noise_in = cx.tensor(1);
+  if (self.dims() != noise_in.dims())
+    cx.fail("noise tensor shape must match self tensor shape. Got self.shape = " + dims_str(self.dims()) +
+            " noise.shape = " + dims_str(noise_in.dims()));
+  auto [x, out] = opmath_in(cx, 0, cx.flag(4) ? "rrelu_with_noise_out_cpu" : "leaky_relu_cpu");
+  if (cx.flag(4) && noise_in.dtype() != out)  // the training kernel writes noise as self's dtype
+    cx.fail("expected scalar type " + std::string(hlo::scalar_type_name(out)) + " but found " +
+            std::string(hlo::scalar_type_name(noise_in.dtype())));
   DType t = x.dtype();
   Value lo = cx.as(2, t), hi = cx.as(3, t);
   Value nonpos = b.compare(x, k(b, 0, x), "LE");
+  if (cx.flag(4))  // a slope is drawn from U(lower, upper) for each x <= 0
+    cx.check(b.and_(any_all(b, nonpos), b.compare(cx.as(2, DType::F64), cx.as(3, DType::F64), "GT")),
+             "Expected from <= to to be true, but got false.  (Could this error message be improved?  If so, please "
+             "report an enhancement request to PyTorch.)",
+             ErrorKind::Runtime);
   if (!cx.flag(4)) {
     Value slope = b.div(b.add(lo, hi), b.constant(2, t));
     return {b.convert(b.select(nonpos, b.mul(x, slope), x), out), cx.tensor(1)};
@@ -1211,10 +1353,18 @@ V rrelu_with_noise(Context& cx) {
 //   leaky_relu's backward with slope (lower + upper) / 2.
 V rrelu_with_noise_backward(Context& cx) {
   auto& b = cx.b;
-  auto [g, x, out] = opmath_grad(cx, 0, 1);
+  // leaky_relu's backward unless training with upper - lower > 1e-6 (then
+  // grad * noise, which takes any dtype)
+  auto [g, x, out] = opmath_grad(cx, 0, 1, cx.flag(5) ? nullptr : "leaky_relu_backward_cpu");
   DType t = x.dtype();
   Value lo = cx.as(3, t), hi = cx.as(4, t);
   Value slope = b.div(b.add(lo, hi), b.constant(2, t));
+  if (cx.flag(6)) {
+    Value lo64 = cx.as(3, DType::F64), hi64 = cx.as(4, DType::F64);
+    Value neg = b.compare(b.add(lo64, hi64), b.constant(0, DType::F64), "LT");
+    if (cx.flag(5)) neg = b.and_(neg, b.not_(b.compare(b.sub(hi64, lo64), b.constant(1e-6, DType::F64), "GT")));
+    cx.check(neg, kLeakyReluInPlace, ErrorKind::Runtime);
+  }
   Value leaky = b.select(b.compare(x, k(b, 0, x), "GT"), g, b.mul(g, slope));
   if (!cx.flag(5)) return {b.convert(leaky, out)};
   Value random = b.compare(b.sub(hi, lo), b.constant(1e-6, t), "GT");

@@ -23,11 +23,14 @@ struct PadDim {
 
 // The padded dims of `x` for a [lo_last, hi_last, lo_prev, hi_prev, ...]
 // padding of `k` dims (the last k of x), checked as PyTorch checks them.
-std::vector<PadDim> pad_dims(Context& cx, const Value& x, const std::vector<int64_t>& padding, int64_t k,
-                             bool reflect) {
+std::vector<PadDim> pad_dims(Context& cx, const Value& x, const std::vector<int64_t>& padding, int64_t k, bool reflect,
+                             bool forward = false) {
   if (static_cast<int64_t>(padding.size()) != 2 * k)
     cx.fail("padding size is expected to be " + std::to_string(2 * k) + ", but got: " + std::to_string(padding.size()));
-  if (x.rank() != k + 1 && x.rank() != k + 2)
+  bool zero = false;  // the forward's check_valid_input: only a batch dim may be 0
+  if (forward)
+    for (int64_t d = x.rank() == k + 2 ? 1 : 0; d < x.rank(); ++d) zero = zero || x.dims()[d] == 0;
+  if ((x.rank() != k + 1 && x.rank() != k + 2) || zero)
     cx.fail("Expected " + std::to_string(k + 1) + "D or " + std::to_string(k + 2) +
             "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: " +
             dims_str(x.dims()));
@@ -57,24 +60,69 @@ Value source_index(hlo::Builder& b, const PadDim& p, bool reflect) {
   return b.clamp(b.constant(0, DType::I64), j, last);
 }
 
-// (self, padding)
+// The ATen name of the op, e.g. "reflection_pad2d".
+std::string pad_name(int64_t k, bool reflect) {
+  return std::string(reflect ? "reflection" : "replication") + "_pad" + std::to_string(k) + "d";
+}
+
+// (self, padding); CPU's kernels take every dtype but bool.
 Value pad_forward(Context& cx, int64_t k, bool reflect) {
   Value x = cx.tensor(0);
-  for (const PadDim& p : pad_dims(cx, x, cx.ints(1), k, reflect))
-    x = cx.b.take_along(x, source_index(cx.b, p, reflect), p.dim);
+  std::vector<PadDim> ps = pad_dims(cx, x, cx.ints(1), k, reflect, true);
+  if (x.dtype() == DType::Bool) refuse_dtype(cx, x.dtype(), pad_name(k, reflect));
+  for (const PadDim& p : ps) x = cx.b.take_along(x, source_index(cx.b, p, reflect), p.dim);
   return x;
+}
+
+// What CPU's pad backward kernels check before (or instead of) the input's
+// rank: the padding's length (not reflection_pad1d/2d), then the input's
+// size at each padded dim (outermost first; one dim further in when the
+// input has a batch dim), reflection_pad1d's padding bound, then
+// grad_output's size at each padded dim (innermost first). A size read out
+// of range raises IndexError, as Tensor::size does.
+void pad_backward_checks(Context& cx, const Value& g, const Value& x, const std::vector<int64_t>& padding, int64_t k,
+                         bool reflect) {
+  if ((!reflect || k == 3) && static_cast<int64_t>(padding.size()) != 2 * k)
+    cx.fail("padding size is expected to be " + std::to_string(2 * k));
+  if (static_cast<int64_t>(padding.size()) < 2 * k) return;  // CPU reads past the end; the rank check below refuses
+  if (reflect && k == 3) {
+    if (x.rank() <= 3) cx.fail("Expected input.dim() > 3 to be true, but got false.");
+    if (g.rank() != x.rank()) cx.fail("Expected grad_output.dim() == input.dim() to be true, but got false.");
+  }
+  int64_t batch = x.rank() == k + 2 ? 1 : 0;
+  std::vector<int64_t> in(k);
+  for (int64_t j = 0; j < k; ++j) in[j] = size_at(cx, x, 1 + j + batch);
+  if (reflect && k == 1 && (padding[0] >= in[0] || padding[1] >= in[0]))
+    cx.fail("Argument #4: Padding size should be less than the corresponding input dimension, but got: padding (" +
+            std::to_string(padding[0]) + ", " + std::to_string(padding[1]) + ") at dimension " +
+            std::to_string(1 + batch) + " of input " + dims_str(x.dims()));
+  const char* names[] = {"width", "height", "depth"};
+  std::string grad = reflect && k != 2 ? "grad_output" : "gradOutput";
+  for (int64_t i = 0; i < k; ++i) {  // w, h, d
+    int64_t j = k - 1 - i, want = in[j] + padding[2 * i] + padding[2 * i + 1];
+    int64_t got = size_at(cx, g, 1 + j + batch);
+    if (got != want)
+      cx.fail(grad + " " + names[i] + " unexpected. Expected: " + std::to_string(want) +
+              ", Got: " + std::to_string(got));
+  }
 }
 
 // (grad_output, self, padding)
 Value pad_backward(Context& cx, int64_t k, bool reflect) {
   auto& b = cx.b;
-  Value self = cx.tensor(1);
+  Value self = cx.tensor(1), grad = cx.tensor(0);
+  pad_backward_checks(cx, grad, self, cx.ints(2), k, reflect);
   DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
   std::vector<PadDim> ps = pad_dims(cx, self, cx.ints(2), k, reflect);
-  Value g = cx.as(0, t);
   Dims expected = self.dims();
   for (const PadDim& p : ps) expected[p.dim] = p.out();
-  if (g.dims() != expected) cx.fail("grad_output has shape " + dims_str(g.dims()) + ", expected " + dims_str(expected));
+  if (grad.dims() != expected)
+    cx.fail("grad_output has shape " + dims_str(grad.dims()) + ", expected " + dims_str(expected));
+  // the kernels take floating and complex dtypes; an empty input or grad returns first
+  if (grad.type.numel() != 0 && self.type.numel() != 0 && !hlo::is_floating(grad.dtype()) &&
+      !hlo::is_complex(grad.dtype()))
+    refuse_dtype(cx, grad.dtype(), pad_name(k, reflect) + "_backward");
+  Value g = cx.as(0, t);
   for (const PadDim& p : ps) {
     TensorType m{DType::I64, {p.out(), p.n}};
     Value src = b.broadcast_in_dim(source_index(b, p, reflect), m.dims, {0});

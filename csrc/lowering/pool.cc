@@ -217,12 +217,36 @@ Value avg_divisor(Context& cx, const Pool& g, bool include_pad, size_t override_
 
 // avg_pool{2,3}d(self, kernel_size, stride, padding, ceil_mode,
 //   count_include_pad, divisor_override?)
+// What CPU's avg_pool meta functions check before the rank: the window's
+// lengths and divisor_override, then the input's sizes from dim -(N + 1)
+// on (IndexError for a smaller rank; 2-d only).
+void avg_pool_sizes(Context& cx, const Value& x, int64_t n, size_t ki, size_t override_arg) {
+  expand(cx, cx.ints(ki), n, "kernel_size");
+  if (!cx.ints(ki + 1).empty()) expand(cx, cx.ints(ki + 1), n, "stride");
+  expand(cx, cx.ints(ki + 2), n, "padding");
+  if (!cx.none(override_arg) && cx.integer(override_arg) == 0) cx.fail("divisor must be not zero");
+  if (n == 2)  // avg_pool3d checks the rank first
+    for (int64_t d = -(n + 1); d < 0; ++d) size_at(cx, x, d);
+}
+// The dtypes CPU's avg_pool kernels take: float, double and int64, and
+// float16/bfloat16 in 2-d. An empty input returns before the kernel.
+void avg_pool_dtype(Context& cx, const Value& x, int64_t n, bool backward) {
+  DType t = x.dtype();
+  bool ok = t == DType::F32 || t == DType::F64 || t == DType::I64 || (n == 2 && (t == DType::F16 || t == DType::BF16));
+  if (!ok && x.type.numel() != 0)
+    refuse_dtype(cx, t,
+                 n == 2 ? (backward ? "avg_pool2d_backward" : "avg_pool2d")
+                        : (backward ? "avg_pool3d_backward_out_frame" : "avg_pool3d_out_frame"));
+}
+
 template <int N>
 V avg_pool(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   DType t = hlo::opmath_type(float_type(in.dtype()));
+  avg_pool_sizes(cx, in, N, 1, 6);
   Pool g = pool_geometry(cx, in, N, 1, -1, cx.flag(4));
+  avg_pool_dtype(cx, in, N, false);
   Value x = b.pad(b.convert(in, t), b.constant(0, t), g.pad_lo(), g.pad_hi(), Dims(in.rank(), 0));
   Value sum = window_sum(b, x, g.full(g.k), g.full(g.s));
   return {b.convert(b.div(sum, avg_divisor(cx, g, cx.flag(5), 6, t, sum.dims())), in.dtype())};
@@ -237,7 +261,21 @@ V avg_pool_backward(Context& cx) {
   auto& b = cx.b;
   Value self = cx.tensor(1);
   DType t = hlo::opmath_type(float_type(self.dtype()));
+  avg_pool_sizes(cx, self, N, 2, 7);
   Pool g = pool_geometry(cx, self, N, 2, -1, cx.flag(5));
+  {  // CPU's check_dim_size of grad_output: planes, then each pooled dim
+    Value grad = cx.tensor(0);
+    int64_t r = self.rank();
+    std::vector<std::pair<int64_t, int64_t>> want{{r - N - 1, self.dims()[r - N - 1]}};
+    for (int64_t i = 0; i < N; ++i) want.push_back({g.lead + i, g.out[i]});
+    for (auto [dim, size] : want)
+      if (grad.rank() != r || grad.dims()[dim] != size)
+        cx.fail("Expected a tensor of dimension " + std::to_string(r) + " and tensor.size[" + std::to_string(dim) +
+                "] == " + std::to_string(size) + " but got: dimension " + std::to_string(grad.rank()) +
+                " and tensor.size[" + std::to_string(dim) +
+                "] = " + (dim < grad.rank() ? std::to_string(grad.dims()[dim]) : std::string("?")));
+  }
+  avg_pool_dtype(cx, cx.tensor(0), N, true);
   Value go = b.convert(cx.tensor(0), t);
   Value scaled = b.div(go, avg_divisor(cx, g, cx.flag(6), 7, t, go.dims()));
   Dims lo(g.lead, 0), hi(g.lead, 0), interior(g.lead, 0);
@@ -300,6 +338,7 @@ V adaptive_avg_pool(Context& cx) {
   int64_t lead = in.rank() - N;
   if (lead < 1 || lead > 2) cx.fail("unexpected input rank");
   Dims out = expand(cx, cx.ints(1), N, "output_size"), sizes(in.dims().begin() + lead, in.dims().end());
+  if (in.type.numel() != 0) floating_kernel(cx, in.dtype(), N == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d_cpu");
   DType t = hlo::opmath_type(float_type(in.dtype()));
   Value x = b.convert(in, t);
   for (int64_t i = N - 1; i >= 0; --i) {
@@ -318,7 +357,22 @@ V adaptive_avg_pool_backward(Context& cx) {
   auto& b = cx.b;
   Value go = cx.tensor(0), self = cx.tensor(1);
   int64_t lead = self.rank() - N;
+  if (N ==
+      3) {  // CPU: grad_output's non-batch sizes, both ranks, then input.size(-4 .. -1), grad_output.size(-3 .. -1)
+    for (int64_t d = 1; d < go.rank(); ++d)
+      if (go.dims()[d] == 0)
+        cx.fail(
+            "adaptive_avg_pool3d_backward(): Expected grad_output to have non-zero size for non-batch dimensions, "
+            "but grad_output has sizes " +
+            dims_str(go.dims()) + " with dimension " + std::to_string(d) + " being empty");
+    if (go.rank() != self.rank())
+      cx.fail("adaptive_avg_pool3d_backward_out_cpu_template: Expected dimensions " + std::to_string(self.rank()) +
+              " for `gradOutput_` but got dimensions " + std::to_string(go.rank()));
+    for (int64_t d = -4; d < 0; ++d) size_at(cx, self, d);
+    for (int64_t d = -3; d < 0; ++d) size_at(cx, go, d);
+  }
   if (lead < 1 || go.rank() != self.rank()) cx.fail("unexpected input rank");
+  floating_kernel(cx, self.dtype(), N == 2 ? "adaptive_avg_pool2d_backward" : "adaptive_avg_pool3d_backward_cpu");
   Dims in(self.dims().begin() + lead, self.dims().end()), out(go.dims().begin() + lead, go.dims().end());
   DType t = hlo::opmath_type(float_type(self.dtype()));
   Value g = b.convert(go, t);

@@ -358,3 +358,110 @@ CLASS_CASES = {
 @pytest.mark.parametrize("name", list(CLASS_CASES))
 def test_reduction_shape_linalg_error_classes_match_cpu(name):
     _same_error_as_cpu(CLASS_CASES[name])
+
+
+def _t(d, *shape, dtype=torch.float32):
+    return (torch.arange(float(max(1, torch.Size(shape).numel()))).reshape(shape) / 7 - 0.3).to(dtype).to(d)
+
+
+# Group B lowerings (nn, pool, pad, conv): the class CPU raises for dtypes its
+# kernels do not dispatch, sizes read before the rank, and value checks.
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.leaky_relu(_t(d, 3, dtype=torch.int64), 0.1),
+        lambda d: A.hardswish(_t(d, 3, dtype=torch.int32)),
+        lambda d: A.hardsigmoid_backward(_t(d, 3, dtype=torch.int32), _t(d, 3, dtype=torch.int32)),
+        lambda d: A.mish(_t(d, 3, dtype=torch.int64)),
+        lambda d: A.softplus(_t(d, 3, dtype=torch.bool), 1, 20),
+        lambda d: A.threshold(_t(d, 3, dtype=torch.bool), 0, 0),
+        lambda d: A.hardtanh(_t(d, 3, dtype=torch.bool), -1, 1),
+        lambda d: A.hardtanh(_t(d, 3, dtype=torch.uint8), -1, 1),
+        lambda d: A.glu(_t(d, 3, dtype=torch.int64), 0),
+        lambda d: A._prelu_kernel(_t(d, 3), _t(d, 3, dtype=torch.float64)),
+        lambda d: A._softmax(_t(d, 2, 3, dtype=torch.int64), 0, False),
+        lambda d: A._log_softmax(_t(d, 2, 3), 1, True),
+        lambda d: A._softmax_backward_data(_t(d, 2, 3), _t(d, 3, 3), 1, torch.float32),
+        lambda d: A._softmax_backward_data(_t(d, 2, 3), _t(d, 2, 3, dtype=torch.float64), 1, torch.float32),
+        lambda d: A.leaky_relu_backward(_t(d, 3), _t(d, 3), -0.1, True),
+        lambda d: A.elu_backward(_t(d, 3), -1.0, 1, 1, True, _t(d, 3)),
+        lambda d: A.softshrink(_t(d, 3), -0.5),
+        lambda d: A.smooth_l1_loss(_t(d, 3), _t(d, 3), 1, -1.0),
+        lambda d: A.huber_loss(_t(d, 3), _t(d, 3), 1, 0.0),
+        lambda d: A.binary_cross_entropy(_t(d, 3) + 2, _t(d, 3), None, 1),
+        lambda d: A.binary_cross_entropy(_t(d, 3, 1), _t(d, 3, 1), _t(d, 4), 1),
+        lambda d: A.rrelu_with_noise(_t(d, 3), _t(d, 4), 0.1, 0.3, False),
+        lambda d: A.mse_loss_backward(_t(d), _t(d, 2, dtype=torch.int64), _t(d, 2), 1),
+        lambda d: A.replication_pad1d_backward(_t(d, 4), _t(d, 2), [1, 1]),
+        lambda d: A.reflection_pad2d_backward(_t(d), _t(d), [1, 1, 1, 1]),
+        lambda d: A.replication_pad2d_backward(
+            _t(d, 1, 4, 4, dtype=torch.int64), _t(d, 1, 2, 2, dtype=torch.int64), [1] * 4
+        ),
+        lambda d: A.reflection_pad1d(_t(d, 2, 3, dtype=torch.bool), [1, 1]),
+        lambda d: A.avg_pool2d(_t(d, 3), [1, 1]),
+        lambda d: A.avg_pool2d(_t(d, 1, 2, 2, dtype=torch.uint8), [1, 1]),
+        lambda d: A.avg_pool2d_backward(_t(d, 1, 3, 2), _t(d, 1, 2, 2), [1, 1], [1, 1], [0, 0], False, True, None),
+        lambda d: A._adaptive_avg_pool3d_backward(_t(d, 3, 3), _t(d, 3, 3)),
+        lambda d: A._adaptive_avg_pool2d(_t(d, 1, 2, 2, dtype=torch.int64), [1, 1]),
+        lambda d: A.im2col(_t(d, 3), [1, 1], [1, 1], [0, 0], [1, 1]),
+        lambda d: A.im2col(_t(d, 1, 2, 2, dtype=torch.int64), [1, 1], [1, 1], [0, 0], [1, 1]),
+    ],
+    ids=[
+        "leaky_relu_long",
+        "hardswish_int",
+        "hardsigmoid_backward_int",
+        "mish_long",
+        "softplus_bool",
+        "threshold_bool",
+        "hardtanh_bool",
+        "hardtanh_uint8_negative",
+        "glu_long",
+        "prelu_mixed",
+        "softmax_long",
+        "log_softmax_half_to_float_float",
+        "softmax_backward_sizes",
+        "softmax_backward_output_dtype",
+        "leaky_relu_backward_in_place_negative",
+        "elu_backward_in_place_negative",
+        "softshrink_negative_lambda",
+        "smooth_l1_negative_beta",
+        "huber_zero_delta",
+        "bce_input_out_of_range",
+        "bce_weight_does_not_broadcast_into",
+        "rrelu_noise_shape",
+        "mse_backward_cast",
+        "replication_pad1d_backward_rank",
+        "reflection_pad2d_backward_scalar",
+        "replication_pad2d_backward_long",
+        "reflection_pad1d_bool",
+        "avg_pool2d_rank",
+        "avg_pool2d_uint8",
+        "avg_pool2d_backward_grad_size",
+        "adaptive_avg_pool3d_backward_rank",
+        "adaptive_avg_pool2d_long",
+        "im2col_rank",
+        "im2col_long",
+    ],
+)
+def test_nn_pool_pad_errors_match_cpu(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # CPU reads z = exp(-|x|) from the buffer argument
+        lambda d: A.log_sigmoid_backward(_t(d, 4), _t(d, 4), _t(d, 4) + 1),
+        # the loss backwards are typed like self
+        lambda d: A.mse_loss_backward(_t(d, dtype=torch.float64), _t(d), _t(d), 1),
+        lambda d: A.smooth_l1_loss_backward(_t(d, dtype=torch.float64), _t(d), _t(d), 1, 1.0),
+        # the training draw only refuses lower > upper when some x <= 0
+        lambda d: A.rrelu_with_noise(_t(d, 3).abs() + 1, _t(d, 3), 0.5, 0.1, True)[0],
+    ],
+    ids=["log_sigmoid_backward_buffer", "mse_backward_dtype", "smooth_l1_backward_dtype", "rrelu"],
+)
+def test_nn_values_match_cpu(case):
+    want = case("cpu")
+    got = case(TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
