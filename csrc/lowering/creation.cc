@@ -14,6 +14,10 @@ using V = std::vector<Value>;
 V arange_start_out(Context& cx) {
   Value out = cx.tensor(3);
   DType t = out.dtype();
+  // arange_cpu dispatches over the real non-bool dtypes, and reads the Scalars
+  // as its accumulate type (double for floats, int64 for integers).
+  if (hlo::is_complex(t) || t == DType::Bool) refuse_dtype(cx, t, "arange_cpu");
+  for (size_t i : {0, 1, 2}) check_scalar_fits(cx, i, hlo::is_floating(t) ? DType::F64 : DType::I64);
   DType compute = hlo::is_floating(t) ? DType::F64 : DType::I64;
   Value i = cx.b.iota(TensorType{compute, out.dims()}, 0);
   Value r = cx.b.add(cx.as(0, compute), cx.b.mul(i, cx.as(2, compute)));
@@ -56,9 +60,22 @@ Value linspace_points(Context& cx, int64_t steps, DType out) {
 }
 
 // linspace.out(start, end, steps, *, out)
+// CPU fills a single step with start (linspace: fill_, which reads start as
+// the output's dtype) and only dispatches for two steps or more:
+// linspace_cpu / logspace_cpu take every dtype but bool and read start and
+// end as the output's dtype.
+void check_space_out(Context& cx, int64_t steps, const Value& out, const char* kernel) {
+  bool linspace = std::string(kernel) == "linspace_cpu";
+  if (steps == 1 && linspace) check_scalar_fits(cx, 0, out.dtype());
+  if (steps < 2) return;
+  if (out.dtype() == DType::Bool) refuse_dtype(cx, out.dtype(), kernel);
+  for (size_t i : {0, 1}) check_scalar_fits(cx, i, out.dtype());
+}
+
 V linspace_out(Context& cx) {
   int64_t steps = cx.integer(2);
   if (steps < 0) cx.fail("number of steps must be non-negative");
+  check_space_out(cx, steps, cx.tensor(3), "linspace_cpu");
   Value out = sized_out(cx, 3, {steps});
   if (steps == 0) return {out};
   return {cx.b.convert(linspace_points(cx, steps, out.dtype()), out.dtype())};
@@ -70,6 +87,7 @@ V logspace_out(Context& cx) {
   auto& b = cx.b;
   int64_t steps = cx.integer(2);
   if (steps < 0) cx.fail("number of steps must be non-negative");
+  check_space_out(cx, steps, cx.tensor(4), "logspace_cpu");
   Value out = sized_out(cx, 4, {steps});
   if (steps == 0) return {out};
   Value e = b.convert(linspace_points(cx, steps, out.dtype()), DType::F64);
@@ -101,6 +119,7 @@ Value triangle_indices(Context& cx, bool upper) {
   if (rows < 0) cx.fail(std::string(name) + ": row must be non-negative, got" + std::to_string(rows));
   if (cols < 0) cx.fail(std::string(name) + ": col must be non-negative, got" + std::to_string(cols));
   DType out = cx.none(3) ? DType::I64 : cx.dtype(3);
+  if (out != DType::I64 && out != DType::I32) refuse_dtype(cx, out, name);  // AT_DISPATCH_INDEX_TYPES
   std::string is, js;
   int64_t k = 0;
   for (int64_t i = 0; i < rows; ++i)

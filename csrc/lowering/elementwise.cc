@@ -1,5 +1,6 @@
 // Elementwise arithmetic, comparison, logic and unary math.
 #include <cmath>
+#include <optional>
 
 #include "lowering/families.h"
 
@@ -31,6 +32,12 @@ Value nan_extremum(hlo::Builder& b, Value x, Value y, bool is_max) {
 
 bool is_bool_arg(Context& cx, size_t i) { return cx.tensor(i).dtype() == DType::Bool; }
 
+// CPU kernels that dispatch over the float dtypes (and the complex ones where
+// `complex_ok`) only: integer and bool inputs are refused, not promoted.
+void require_float_kernel(Context& cx, DType t, const char* kernel, bool complex_ok) {
+  if (!hlo::is_floating(t) && !(complex_ok && hlo::is_complex(t))) refuse_dtype(cx, t, kernel);
+}
+
 // PyTorch refuses subtraction with a bool operand (tensor or scalar).
 void check_sub(Context& cx) {
   if (is_bool_arg(cx, 0) && is_bool_arg(cx, 1))
@@ -58,6 +65,7 @@ Value add_scaled(Context& cx, size_t a_arg, size_t b_arg, size_t alpha_arg, bool
   if (!hlo::is_complex(t) && hlo::is_complex(at))
     cx.fail("For non-complex input tensors, argument alpha must not be a complex number.");
   DType m = hlo::opmath_type(t);
+  check_scalar_fits(cx, alpha_arg, m);
   Value a = cx.as(a_arg, m), b = cx.b.mul(cx.as(b_arg, m), cx.as(alpha_arg, m));
   return cx.b.convert(subtract ? cx.b.sub(a, b) : cx.b.add(a, b), t);
 }
@@ -116,8 +124,11 @@ void check_divisor(Context& cx, Value d) {
 }
 
 Value divide(Context& cx, const std::string& mode) {
-  if (!mode.empty()) refuse_complex_kernel(cx, {0, 1}, "div_" + mode + "_cpu");
+  if (!mode.empty() && mode != "trunc" && mode != "floor")
+    cx.fail("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '" + mode + "'");
   DType t = cx.result_type({0, 1});
+  // The trunc and floor kernels dispatch over real, non-bool dtypes.
+  if (!mode.empty() && (hlo::is_complex(t) || t == DType::Bool)) refuse_dtype(cx, t, "div_" + mode + "_cpu");
   if (mode.empty()) t = float_type(t);
   if (!hlo::is_floating(t)) {
     Value a = cx.as(0, t), b = cx.as(1, t);
@@ -142,9 +153,11 @@ V div_tensor(Context& cx) { return {divide(cx, "")}; }
 V div_tensor_mode(Context& cx) { return {divide(cx, cx.none(2) ? "" : cx.str(2))}; }
 
 V remainder_tensor(Context& cx) {
-  refuse_complex_kernel(cx, {0, 1}, "remainder_cpu");
   DType t = cx.result_type({0, 1});
-  Value a = opmath_arg(cx, 0, t), b = opmath_arg(cx, 1, t);
+  if (hlo::is_complex(t) || t == DType::Bool) refuse_dtype(cx, t, "remainder_cpu");
+  // Both operands in dtype t first (a Scalar divisor rounds to float16 too), then opmath.
+  DType m = hlo::opmath_type(t);
+  Value a = cx.b.convert(cx.as(0, t), m), b = cx.b.convert(cx.as(1, t), m);
   check_divisor(cx, b);
   Value r = cx.b.binary("stablehlo.remainder", a, b);
   Value zero = cx.b.constant(0, a.dtype());
@@ -153,7 +166,8 @@ V remainder_tensor(Context& cx) {
   return {cx.b.convert(cx.b.select(fix, cx.b.add(r, b), r), t)};
 }
 V fmod_tensor(Context& cx) {
-  refuse_complex_kernel(cx, {0, 1}, "fmod_cpu");
+  DType t = cx.result_type({0, 1});
+  if (hlo::is_complex(t) || t == DType::Bool) refuse_dtype(cx, t, "fmod_cpu");
   auto [a, b] = promote(cx, 0, 1);
   check_divisor(cx, b);
   return {cx.b.binary("stablehlo.remainder", a, b)};
@@ -174,6 +188,13 @@ V pow_tensor(Context& cx) {
     r = B.select(B.and_(zero_base, pos), B.constant(0, a.dtype()), r);
   }
   return {cx.b.convert(r, t)};
+}
+// pow(Tensor, Tensor): CPU's kernel has no bool case (a bool exponent or base
+// with a Scalar on the other side is fine).
+V pow_tensor_tensor(Context& cx) {
+  DType t = cx.result_type({0, 1});
+  if (t == DType::Bool) refuse_dtype(cx, t, "pow");
+  return pow_tensor(cx);
 }
 V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 
@@ -230,6 +251,11 @@ V clamp(Context& cx) {
   refuse_complex(cx, {0, 1, 2}, kClampComplex, ErrorKind::NotImplemented);
   Value x = cx.tensor(0);
   DType t = cx.result_type({0, 1, 2});
+  // clamp.Tensor with both bounds runs clamp_cpu, which has no bool case (one
+  // bound runs maximum / minimum, which have).
+  if (t == DType::Bool && !cx.none(1) && !cx.none(2) && cx.arg(1).kind == Arg::Kind::Tensor &&
+      cx.arg(2).kind == Arg::Kind::Tensor)
+    refuse_dtype(cx, t, "clamp_cpu");
   x = cx.b.convert(x, t);
   if (!cx.none(1)) x = nan_extremum(cx.b, x, cx.as(1, t), true);
   if (!cx.none(2)) x = nan_extremum(cx.b, x, cx.as(2, t), false);
@@ -257,6 +283,9 @@ V lerp(Context& cx) {
     if (cx.arg(i).kind == Arg::Kind::Tensor && cx.tensor(i).dtype() != t)
       cx.fail("expected dtype " + std::string(hlo::dtype_name(t)) + " for `" + names[i] + "` but got dtype " +
               std::string(hlo::dtype_name(cx.tensor(i).dtype())));
+  bool tensor_weight = cx.arg(2).kind == Arg::Kind::Tensor;
+  require_float_kernel(cx, t, tensor_weight ? "lerp_kernel_tensor" : "lerp_kernel_scalar", true);
+  check_scalar_fits(cx, 2, hlo::opmath_type(t));
   auto& b = cx.b;
   Value s = opmath_arg(cx, 0, t), e = opmath_arg(cx, 1, t), w = opmath_arg(cx, 2, t);
   DType m = s.dtype();
@@ -268,7 +297,9 @@ V lerp(Context& cx) {
 // self + value * t1 * t2, in opmath.
 V addcmul(Context& cx) {
   DType t = cx.result_type({0, 1, 2});
+  if (t == DType::Bool) refuse_dtype(cx, t, "addcmul_cpu_out");
   DType m = hlo::opmath_type(t);
+  check_scalar_fits(cx, 3, m);
   Value v = cx.none(3) ? cx.b.constant(1, m) : cx.as(3, m);
   Value prod = cx.b.mul(cx.b.mul(v, cx.as(1, m)), cx.as(2, m));
   return {cx.b.convert(cx.b.add(cx.as(0, m), prod), t)};
@@ -284,6 +315,7 @@ V addcdiv(Context& cx) {
         "(input + value * tensor1 / tensor2), for all dtypes.");
   DType t = cx.result_type({0, 1, 2});
   DType m = hlo::opmath_type(t);
+  check_scalar_fits(cx, 3, m);
   Value v = cx.none(3) ? cx.b.constant(1, m) : cx.as(3, m);
   Value q = cx.b.div(cx.b.mul(v, cx.as(1, m)), cx.as(2, m));
   return {cx.b.convert(cx.b.add(cx.as(0, m), q), t)};
@@ -298,12 +330,19 @@ V neg(Context& cx) {
         "the `~` or `logical_not()` operator instead.");
   return {cx.b.neg(cx.tensor(0))};
 }
-V abs(Context& cx) { return {abs_value(cx.b, cx.tensor(0))}; }
+V abs(Context& cx) {
+  Value x = cx.tensor(0);
+  if (x.dtype() == DType::Bool) refuse_dtype(cx, x.dtype(), "abs_cpu");
+  if (hlo::is_unsigned(x.dtype())) return {x};  // stablehlo.abs takes signed integers only
+  return {abs_value(cx.b, x)};
+}
 // sign of a float is (x > 0) - (x < 0) as in PyTorch: 0 for NaN and for -0.0;
 // a bool is its own sign; sgn of a complex x is x / |x| (stablehlo.sign).
 V sgn(Context& cx) {
   Value x = cx.tensor(0);
   if (x.dtype() == DType::Bool) return {x};
+  if (hlo::is_unsigned(x.dtype()))  // stablehlo.sign takes signed integers only
+    return {cx.b.convert(cx.b.compare(x, scalar_like(cx, 0, x), "GT"), x.dtype())};
   if (!hlo::is_floating(x.dtype())) return {cx.b.unary("stablehlo.sign", x)};
   Value zero = scalar_like(cx, 0, x);
   return {cx.b.sub(cx.b.convert(cx.b.compare(x, zero, "GT"), x.dtype()),
@@ -427,6 +466,7 @@ V relu(Context& cx) {
   return {nan_extremum(cx.b, x, scalar_like(cx, 0, x), true)};
 }
 V silu(Context& cx) {
+  require_float_kernel(cx, cx.tensor(0).dtype(), "silu_cpu", true);
   auto [x, out] = float_arg(cx, 0);
   return {cx.b.convert(cx.b.mul(x, cx.b.unary("stablehlo.logistic", x)), out)};
 }
@@ -434,13 +474,20 @@ V silu(Context& cx) {
 // gelu(x) = x * Phi(x), exactly or with the tanh approximation. Phi(x) is
 // 0.5 * erfc(-x / sqrt 2): the textbook 0.5 * (1 + erf(x / sqrt 2)) leaves
 // x * 1e-7 far in the negative tail, where the plugin's erf stops short of -1.
+// ATen's get_gelutype_enum, checked before the kernel's dispatch.
+bool gelu_tanh(Context& cx, size_t i) {
+  std::string mode = cx.none(i) ? "none" : cx.str(i);
+  if (mode != "none" && mode != "tanh") cx.fail("approximate argument must be either none or tanh.");
+  return mode == "tanh";
+}
 V gelu(Context& cx) {
-  refuse_complex_kernel(cx, {0}, "GeluKernelImpl");
+  bool tanh = gelu_tanh(cx, 1);
+  require_float_kernel(cx, cx.tensor(0).dtype(), "GeluKernelImpl", false);
   auto [x, out] = float_arg(cx, 0);
   auto& b = cx.b;
   auto c = [&](double v) { return scalar_like(cx, v, x); };
   Value y;
-  if (!cx.none(1) && cx.str(1) == "tanh") {
+  if (tanh) {
     Value inner = b.mul(c(std::sqrt(2.0 / M_PI)), b.add(x, b.mul(c(0.044715), b.mul(x, b.mul(x, x)))));
     y = b.mul(b.mul(c(0.5), x), b.add(c(1), b.tanh(inner)));
   } else {
@@ -450,13 +497,15 @@ V gelu(Context& cx) {
 }
 
 V gelu_backward(Context& cx) {
+  bool tanh = gelu_tanh(cx, 2);
   DType out = cx.result_type({0, 1});
+  require_float_kernel(cx, out, "GeluBackwardKernelImpl", false);
   DType t = hlo::opmath_type(out);
   Value g = cx.as(0, t), x = cx.as(1, t);
   auto& b = cx.b;
   auto c = [&](double v) { return b.constant(v, t); };
   Value d;
-  if (!cx.none(2) && cx.str(2) == "tanh") {
+  if (tanh) {
     double k = std::sqrt(2.0 / M_PI), k3 = 0.044715;
     Value x2 = b.mul(x, x);
     Value th = b.tanh(b.mul(c(k), b.add(x, b.mul(c(k3), b.mul(x2, x)))));
@@ -481,17 +530,21 @@ Value conj(hlo::Builder& b, Value x) {
 }
 V sigmoid_backward(Context& cx) {
   DType t = cx.result_type({0, 1});
+  require_float_kernel(cx, t, "sigmoid_backward_cpu", true);
   Value g = opmath_arg(cx, 0, t), y = opmath_arg(cx, 1, t);
   return {cx.b.convert(cx.b.mul(g, conj(cx.b, cx.b.mul(cx.b.sub(scalar_like(cx, 1, y), y), y))), t)};
 }
 // grad * (1 - y * y), in opmath.
 V tanh_backward(Context& cx) {
   DType t = cx.result_type({0, 1});
+  require_float_kernel(cx, t, "tanh_backward_cpu", true);
   Value g = opmath_arg(cx, 0, t), y = opmath_arg(cx, 1, t);
   return {cx.b.convert(cx.b.mul(g, conj(cx.b, cx.b.sub(scalar_like(cx, 1, y), cx.b.mul(y, y)))), t)};
 }
 V threshold_backward(Context& cx) {
-  refuse_complex_kernel(cx, {0, 1}, "threshold_cpu");
+  DType t = cx.result_type({0, 1});
+  if (hlo::is_complex(t) || t == DType::Bool) refuse_dtype(cx, t, "threshold_cpu");
+  check_scalar_fits(cx, 2, hlo::opmath_type(t));
   auto [g, x] = promote(cx, 0, 1);
   Value th = cx.as(2, x.dtype());
   return {cx.b.select(cx.b.compare(x, th, "LE"), scalar_like(cx, 0, g), g)};
@@ -827,6 +880,7 @@ V sinc(Context& cx) {
 
 // entr(x) = -x log x for x > 0, 0 at 0, -inf below, NaN for NaN.
 V special_entr(Context& cx) {
+  refuse_complex_kernel(cx, {0}, "entr_cpu");
   auto [x, out] = float_arg(cx, 0);
   auto& b = cx.b;
   Value zero = scalar_like(cx, 0, x);
@@ -848,7 +902,10 @@ V xlogy(Context& cx) {
   refuse_complex_kernel(cx, {0, 1}, "xlogy_cpu");
   return {x_log(cx, "stablehlo.log")};
 }
-V special_xlog1py(Context& cx) { return {x_log(cx, "stablehlo.log_plus_one")}; }
+V special_xlog1py(Context& cx) {
+  refuse_complex_kernel(cx, {0, 1}, "xlog1py_cpu");
+  return {x_log(cx, "stablehlo.log_plus_one")};
+}
 
 // The clamp bounds of logit: eps and 1 - eps, each rounded to the result
 // dtype as ATen's scalar_t arithmetic does, then widened to opmath.
@@ -878,6 +935,7 @@ V logit(Context& cx) {
 // [eps, 1 - eps] it is 0 with eps >= 0.
 V logit_backward(Context& cx) {
   DType out = cx.result_type({0, 1});
+  require_float_kernel(cx, out, "logit_backward_cpu", false);
   DType m = hlo::opmath_type(out);
   auto& b = cx.b;
   Value dy = cx.as(0, m), x = cx.as(1, m);
@@ -976,6 +1034,7 @@ V masked_fill(Context& cx) {
   if (cx.tensor(1).dtype() != DType::Bool)
     cx.fail("masked_fill_ only supports boolean masks, but got mask with dtype " +
             std::string(hlo::cpp_type_name(cx.tensor(1).dtype())));
+  check_scalar_fits(cx, 2, x.dtype());
   Value mask = cx.as(1, DType::Bool);
   // self and mask broadcast together, as on CPU (masked_fill_ then needs the
   // result to keep self's shape, which the write into self checks).
@@ -989,6 +1048,7 @@ V fill(Context& cx) {
   if (cx.arg(1).kind == Arg::Kind::Tensor && cx.tensor(1).rank() != 0)
     cx.fail("fill_ only supports 0-dimension value tensor but got tensor with " + std::to_string(cx.tensor(1).rank()) +
             " dimensions.");
+  check_scalar_fits(cx, 1, x.dtype());
   return {cx.b.broadcast_to(cx.as(1, x.dtype()), x.dims())};
 }
 V zero(Context& cx) {
@@ -1007,7 +1067,67 @@ V copy(Context& cx) {
 }
 V clone(Context& cx) { return {cx.tensor(0)}; }
 
+// Whether the real rank-0 v lies outside what c10::overflows lets dtype t
+// hold; nullopt where no value of v's dtype can (nothing to check).
+std::optional<Value> overflows(hlo::Builder& b, Value v, DType t) {
+  DType vt = v.dtype();
+  if (vt == DType::Bool || t == DType::Bool || t == DType::F64) return std::nullopt;
+  auto outside = [&](double lo, double hi) {
+    return b.or_(b.compare(v, b.constant(lo, vt), "LT"), b.compare(v, b.constant(hi, vt), "GT"));
+  };
+  if (hlo::is_floating(t)) {
+    if (!hlo::is_floating(vt)) return std::nullopt;  // every int64 is within a float's range
+    double max = t == DType::F16 ? 65504.0 : t == DType::BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+    Value inf = b.compare(b.abs(v), b.constant(INFINITY, vt), "EQ");
+    return b.and_(b.not_(inf), outside(-max, max));  // NaN and infinities fit
+  }
+  int bits = static_cast<int>(hlo::byte_size(t)) * 8;
+  bool uns = hlo::is_unsigned(t);
+  double hi = uns ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+  double lo = uns ? 0 : -std::ldexp(1.0, bits - 1);
+  if (hlo::is_floating(vt)) return b.or_(is_nan(b, v), outside(lo, hi));
+  if (t == DType::I64) return std::nullopt;
+  return outside(uns ? -hi : lo, hi);  // non-strict unsigned: -255 fits uint8
+}
+
+// The type name c10's checked_convert prints (its own names for the integers).
+std::string checked_type_name(DType t) {
+  switch (t) {
+    case DType::U8:
+      return "uint8_t";
+    case DType::I8:
+      return "int8_t";
+    case DType::I16:
+      return "int16_t";
+    case DType::I64:
+      return "int64_t";
+    default:
+      return std::string(hlo::cpp_type_name(t));
+  }
+}
+
 }  // namespace
+
+void check_scalar_fits(Context& cx, size_t i, DType t) {
+  if (cx.none(i) || cx.arg(i).kind != Arg::Kind::Scalar || t == DType::Bool) return;
+  auto& b = cx.b;
+  Value v = cx.tensor(i);
+  DType part = hlo::is_complex(t) ? hlo::real_type(t) : t;
+  std::vector<std::optional<Value>> bad;
+  if (hlo::is_complex(v.dtype())) {
+    Value re = b.real(v), im = b.imag(v);
+    bad.push_back(overflows(b, re, part));
+    bad.push_back(hlo::is_complex(t) ? overflows(b, im, part) : b.compare(im, b.constant(0, im.dtype()), "NE"));
+  } else {
+    bad.push_back(overflows(b, v, part));
+  }
+  std::optional<Value> any;
+  for (auto& x : bad)
+    if (x) any = any ? b.or_(*any, *x) : *x;
+  if (any)
+    cx.check(*any, "value cannot be converted to type " + checked_type_name(t) + " without overflow",
+             ErrorKind::Runtime);
+}
 
 std::vector<Entry> elementwise_lowerings() {
   return {
@@ -1027,7 +1147,7 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::remainder.Scalar", remainder_tensor},
       {"aten::fmod.Tensor", fmod_tensor},
       {"aten::fmod.Scalar", fmod_tensor},
-      {"aten::pow.Tensor_Tensor", pow_tensor},
+      {"aten::pow.Tensor_Tensor", pow_tensor_tensor},
       {"aten::pow.Tensor_Scalar", pow_tensor_scalar},
       {"aten::pow.Scalar", pow_scalar_base},
       {"aten::maximum", maximum},

@@ -123,6 +123,16 @@ inline Value abs_value(hlo::Builder& b, Value x) {
   Value any_inf = b.or_(b.compare(b.abs(re), inf, "EQ"), b.compare(b.abs(im), inf, "EQ"));
   return b.select(any_inf, inf, b.select(any_nan, b.constant(NAN, t), r));
 }
+// elementwise.cc. CPU's Scalar::to<T> (c10::checked_convert) for a Scalar
+// argument i that the kernel converts to dtype t, made at run time (Scalars
+// are program arguments): RuntimeError "value cannot be converted to type <T>
+// without overflow" for a complex value with a non-zero imaginary part and a
+// real t, a finite float outside a float t's range, or a value outside an
+// integral t's range (NaN and infinities included; negative integers down to
+// -max pass for unsigned t, as c10::overflows allows). Tensor arguments and
+// bool t are not checked.
+void check_scalar_fits(Context& cx, size_t i, DType t);
+
 // PyTorch computes this op on complex inputs but this lowering has no complex
 // algorithm: the call takes the CPU fallback.
 inline void decline_complex(const Context& cx, std::initializer_list<size_t> idx) {

@@ -19,10 +19,24 @@ using Coeffs = std::vector<double>;
 // Rank-0 constant of x's dtype (broadcasts in every builder binary op).
 Value k(hlo::Builder& b, double v, const Value& like) { return b.constant(v, like.dtype()); }
 
-// A unary special function given as a builder of its opmath formula.
+// The dtypes ATen's CPU kernel of a special function dispatches over, after
+// integer inputs promote to float32: float and double (AT_DISPATCH_FLOATING_TYPES),
+// or also float16 and bfloat16 (AND2(Half, BFloat16)). Never complex.
+enum class Floats : uint8_t { F32F64, All };
+
+// Refuses computing dtype t as that kernel's AT_DISPATCH does (NotImplementedError
+// "<kernel>" not implemented for '<Type>').
+void require_kernel_dtype(Context& cx, DType t, const char* kernel, Floats floats) {
+  bool half = t == DType::F16 || t == DType::BF16;
+  if (!hlo::is_floating(t) || (half && floats == Floats::F32F64)) refuse_dtype(cx, t, kernel);
+}
+
+// A unary special function given as a builder of its opmath formula; `kernel`
+// is its CPU kernel's dispatch name.
 template <typename F>
-V unary_special(Context& cx, F f) {
+V unary_special(Context& cx, const char* kernel, Floats floats, F f) {
   auto [x, out] = float_arg(cx, 0);
+  require_kernel_dtype(cx, out, kernel, floats);
   return {cx.b.convert(f(cx.b, x), out)};
 }
 
@@ -96,16 +110,20 @@ Value bessel_i(hlo::Builder& b, Value x, const Coeffs& a, const Coeffs& bc, bool
 }
 
 V i0(Context& cx) {
-  return unary_special(cx, [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI0eA, kI0eB, false, false, false); });
+  return unary_special(cx, "i0_vml_cpu", Floats::All,
+                       [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI0eA, kI0eB, false, false, false); });
 }
 V special_i0e(Context& cx) {
-  return unary_special(cx, [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI0eA, kI0eB, false, true, false); });
+  return unary_special(cx, "i0e_cpu", Floats::All,
+                       [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI0eA, kI0eB, false, true, false); });
 }
 V special_i1(Context& cx) {
-  return unary_special(cx, [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI1eA, kI1eB, true, false, true); });
+  return unary_special(cx, "i1_cpu", Floats::All,
+                       [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI1eA, kI1eB, true, false, true); });
 }
 V special_i1e(Context& cx) {
-  return unary_special(cx, [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI1eA, kI1eB, true, true, true); });
+  return unary_special(cx, "i1e_cpu", Floats::All,
+                       [](hlo::Builder& b, Value x) { return bessel_i(b, x, kI1eA, kI1eB, true, true, true); });
 }
 
 // ---- Bessel functions of the first and second kind, Airy Ai (ATen's
@@ -406,22 +424,24 @@ Value airy_ai(hlo::Builder& b, Value x) {
   return b.select(b.compare(b.abs(x), inf_like(b, x), "EQ"), nan_like(b, x), r);
 }
 
-#define UNARY_SPECIAL(name, expr)                                            \
-  V name(Context& cx) {                                                      \
-    return unary_special(cx, [](hlo::Builder& b, Value x) { return expr; }); \
+// The CPU kernels of these dispatch over float and double only; each is
+// named after the op without "special_" plus "_cpu".
+#define UNARY_SPECIAL(name, kernel, expr)                                                            \
+  V name(Context& cx) {                                                                              \
+    return unary_special(cx, kernel, Floats::F32F64, [](hlo::Builder& b, Value x) { return expr; }); \
   }
-UNARY_SPECIAL(special_bessel_j0, bessel_j0(b, x))
-UNARY_SPECIAL(special_bessel_j1, bessel_j1(b, x))
-UNARY_SPECIAL(special_bessel_y0, bessel_y0(b, x))
-UNARY_SPECIAL(special_bessel_y1, bessel_y1(b, x))
-UNARY_SPECIAL(special_modified_bessel_i0, modified_i0(b, x))
-UNARY_SPECIAL(special_modified_bessel_i1, modified_i1(b, x))
-UNARY_SPECIAL(special_modified_bessel_k0, bessel_k(b, x, 0, false))
-UNARY_SPECIAL(special_modified_bessel_k1, bessel_k(b, x, 1, false))
-UNARY_SPECIAL(special_scaled_modified_bessel_k0, bessel_k(b, x, 0, true))
-UNARY_SPECIAL(special_scaled_modified_bessel_k1, bessel_k(b, x, 1, true))
-UNARY_SPECIAL(special_spherical_bessel_j0, spherical_j0(b, x))
-UNARY_SPECIAL(special_airy_ai, airy_ai(b, x))
+UNARY_SPECIAL(special_bessel_j0, "bessel_j0_cpu", bessel_j0(b, x))
+UNARY_SPECIAL(special_bessel_j1, "bessel_j1_cpu", bessel_j1(b, x))
+UNARY_SPECIAL(special_bessel_y0, "bessel_y0_cpu", bessel_y0(b, x))
+UNARY_SPECIAL(special_bessel_y1, "bessel_y1_cpu", bessel_y1(b, x))
+UNARY_SPECIAL(special_modified_bessel_i0, "modified_bessel_i0_cpu", modified_i0(b, x))
+UNARY_SPECIAL(special_modified_bessel_i1, "modified_bessel_i1_cpu", modified_i1(b, x))
+UNARY_SPECIAL(special_modified_bessel_k0, "modified_bessel_k0_cpu", bessel_k(b, x, 0, false))
+UNARY_SPECIAL(special_modified_bessel_k1, "modified_bessel_k1_cpu", bessel_k(b, x, 1, false))
+UNARY_SPECIAL(special_scaled_modified_bessel_k0, "scaled_modified_bessel_k0_cpu", bessel_k(b, x, 0, true))
+UNARY_SPECIAL(special_scaled_modified_bessel_k1, "scaled_modified_bessel_k1_cpu", bessel_k(b, x, 1, true))
+UNARY_SPECIAL(special_spherical_bessel_j0, "spherical_bessel_j0_cpu", spherical_j0(b, x))
+UNARY_SPECIAL(special_airy_ai, "airy_ai_cpu", airy_ai(b, x))
 #undef UNARY_SPECIAL
 
 // ---- orthogonal polynomials of a tensor degree n (ATen's *_polynomial_*_forward)
@@ -592,30 +612,35 @@ Value legendre(hlo::Builder& b, Value x, Value nv) {
 // A polynomial op (x, n): both promote to their common float dtype and
 // broadcast, computing in opmath.
 template <typename F>
-V polynomial(Context& cx, F f) {
+V polynomial(Context& cx, const char* kernel, F f) {
   DType out = float_type(cx.result_type({0, 1}));
+  require_kernel_dtype(cx, out, kernel, Floats::F32F64);
   DType t = hlo::opmath_type(out);
   Value x = cx.as(0, t), n = cx.as(1, t);
   Dims dims = hlo::broadcast_shapes(x.dims(), n.dims());
   return {cx.b.convert(f(cx.b, cx.b.broadcast_to(x, dims), cx.b.broadcast_to(n, dims)), out)};
 }
 
-#define POLYNOMIAL(name, expr)                                                     \
-  V name(Context& cx) {                                                            \
-    return polynomial(cx, [](hlo::Builder& b, Value x, Value n) { return expr; }); \
+#define POLYNOMIAL(name, kernel, expr)                                                     \
+  V name(Context& cx) {                                                                    \
+    return polynomial(cx, kernel, [](hlo::Builder& b, Value x, Value n) { return expr; }); \
   }
-POLYNOMIAL(special_chebyshev_polynomial_t, chebyshev(b, x, n, Cheb::T, false))
-POLYNOMIAL(special_chebyshev_polynomial_u, chebyshev(b, x, n, Cheb::U, false))
-POLYNOMIAL(special_chebyshev_polynomial_v, chebyshev(b, x, n, Cheb::V, false))
-POLYNOMIAL(special_chebyshev_polynomial_w, chebyshev(b, x, n, Cheb::W, false))
-POLYNOMIAL(special_shifted_chebyshev_polynomial_t, chebyshev(b, x, n, Cheb::T, true))
-POLYNOMIAL(special_shifted_chebyshev_polynomial_u, chebyshev(b, x, n, Cheb::U, true))
-POLYNOMIAL(special_shifted_chebyshev_polynomial_v, chebyshev(b, x, n, Cheb::V, true))
-POLYNOMIAL(special_shifted_chebyshev_polynomial_w, chebyshev(b, x, n, Cheb::W, true))
-POLYNOMIAL(special_hermite_polynomial_h, hermite(b, x, n, true))
-POLYNOMIAL(special_hermite_polynomial_he, hermite(b, x, n, false))
-POLYNOMIAL(special_laguerre_polynomial_l, laguerre(b, x, n))
-POLYNOMIAL(special_legendre_polynomial_p, legendre(b, x, n))
+POLYNOMIAL(special_chebyshev_polynomial_t, "chebyshev_polynomial_t_cpu", chebyshev(b, x, n, Cheb::T, false))
+POLYNOMIAL(special_chebyshev_polynomial_u, "chebyshev_polynomial_u_cpu", chebyshev(b, x, n, Cheb::U, false))
+POLYNOMIAL(special_chebyshev_polynomial_v, "chebyshev_polynomial_v_cpu", chebyshev(b, x, n, Cheb::V, false))
+POLYNOMIAL(special_chebyshev_polynomial_w, "chebyshev_polynomial_w_cpu", chebyshev(b, x, n, Cheb::W, false))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_t, "shifted_chebyshev_polynomial_t_cpu",
+           chebyshev(b, x, n, Cheb::T, true))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_u, "shifted_chebyshev_polynomial_u_cpu",
+           chebyshev(b, x, n, Cheb::U, true))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_v, "shifted_chebyshev_polynomial_v_cpu",
+           chebyshev(b, x, n, Cheb::V, true))
+POLYNOMIAL(special_shifted_chebyshev_polynomial_w, "shifted_chebyshev_polynomial_w_cpu",
+           chebyshev(b, x, n, Cheb::W, true))
+POLYNOMIAL(special_hermite_polynomial_h, "hermite_polynomial_h_cpu", hermite(b, x, n, true))
+POLYNOMIAL(special_hermite_polynomial_he, "hermite_polynomial_he_cpu", hermite(b, x, n, false))
+POLYNOMIAL(special_laguerre_polynomial_l, "laguerre_polynomial_l_cpu", laguerre(b, x, n))
+POLYNOMIAL(special_legendre_polynomial_p, "legendre_polynomial_p_cpu", legendre(b, x, n))
 #undef POLYNOMIAL
 
 // ---- normal distribution: ndtri, erfcx, log_ndtr (calc_ndtri, calc_erfcx, calc_log_ndtr)
@@ -918,9 +943,9 @@ Value log_ndtr(hlo::Builder& b, Value x) {
   return b.select(b.compare(x, k(b, -1, x), "LT"), lower, upper);
 }
 
-V special_ndtri(Context& cx) { return unary_special(cx, ndtri); }
-V special_erfcx(Context& cx) { return unary_special(cx, erfcx); }
-V special_log_ndtr(Context& cx) { return unary_special(cx, log_ndtr); }
+V special_ndtri(Context& cx) { return unary_special(cx, "ndtri_cpu", Floats::F32F64, ndtri); }
+V special_erfcx(Context& cx) { return unary_special(cx, "erfcx_cpu", Floats::F32F64, erfcx); }
+V special_log_ndtr(Context& cx) { return unary_special(cx, "log_ndtr_cpu", Floats::F32F64, log_ndtr); }
 
 // ---- zeta and polygamma
 
@@ -1036,6 +1061,7 @@ V polygamma(Context& cx) {
   int64_t n = cx.integer(n_first ? 0 : 1);
   if (n < 0) cx.fail("polygamma(n, x) does not support negative n.");
   auto [x, out] = float_arg(cx, n_first ? 1 : 0);
+  require_kernel_dtype(cx, out, "polygamma", Floats::All);
   hlo::Builder& b = cx.b;
   Value r;
   if (n == 0) {
@@ -1054,6 +1080,7 @@ V polygamma(Context& cx) {
 
 V special_zeta(Context& cx) {
   DType out = float_type(cx.result_type({0, 1}));
+  require_kernel_dtype(cx, out, "zeta_cpu", Floats::F32F64);
   DType t = hlo::opmath_type(out);
   return {cx.b.convert(zeta(cx.b, cx.as(0, t), cx.as(1, t)), out)};
 }
@@ -1451,8 +1478,11 @@ Value igamma_impl(hlo::Builder& b, Value a, Value x, bool complement) {
   return b.select(bad, nan, r);
 }
 
+// ATen's igamma/igammac kernels take float operands only: integer and bool
+// operands are refused, not promoted to float32.
 V igamma_op(Context& cx, bool complement) {
-  DType out = float_type(cx.result_type({0, 1})), t = hlo::opmath_type(out);
+  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
+  require_kernel_dtype(cx, out, complement ? "igammac_cpu" : "igamma_cpu", Floats::All);
   Value a = cx.as(0, t), x = cx.as(1, t);
   Dims d = hlo::broadcast_shapes(a.dims(), x.dims());
   return {cx.b.convert(igamma_impl(cx.b, cx.b.broadcast_to(a, d), cx.b.broadcast_to(x, d), complement), out)};

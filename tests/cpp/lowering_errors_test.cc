@@ -32,7 +32,8 @@ void lower_binary(Checked& c, const std::string& op, DType t) {
 }
 
 bool check_fails(Checked& c, std::vector<int64_t> a, std::vector<int64_t> d) {
-  auto out = testing::run_all(c.b.module_text(), {testing::upload(a, DType::I64, {4}), testing::upload(d, DType::I64, {4})});
+  auto out =
+      testing::run_all(c.b.module_text(), {testing::upload(a, DType::I64, {4}), testing::upload(d, DType::I64, {4})});
   return testing::read<uint8_t>(out.at(1), 1)[0] != 0;
 }
 
@@ -69,6 +70,50 @@ TEST(ErrorKinds, DispatchStyleRefusalsAreNotImplemented) {
   EXPECT_EQ(kind_of_failure("aten::remainder.Tensor", DType::C64), ErrorKind::NotImplemented);
   EXPECT_EQ(kind_of_failure("aten::floor_divide", DType::Bool), ErrorKind::NotImplemented);
   EXPECT_EQ(kind_of_failure("aten::maximum", DType::C64), ErrorKind::Runtime);
+}
+
+TEST(ErrorKinds, FloatOnlyKernelsRefuseOtherDtypesAsNotImplemented) {
+  // Kernels that dispatch over float and double only (no float16), never complex.
+  EXPECT_EQ(kind_of_failure("aten::special_zeta", DType::F16), ErrorKind::NotImplemented);
+  EXPECT_EQ(kind_of_failure("aten::special_zeta", DType::C64), ErrorKind::NotImplemented);
+  EXPECT_EQ(kind_of_failure("aten::special_chebyshev_polynomial_t", DType::BF16), ErrorKind::NotImplemented);
+  // Kernels that refuse integer inputs instead of promoting them to float32.
+  EXPECT_EQ(kind_of_failure("aten::igamma", DType::I32), ErrorKind::NotImplemented);
+  EXPECT_EQ(kind_of_failure("aten::tanh_backward", DType::I64), ErrorKind::NotImplemented);
+  EXPECT_EQ(kind_of_failure("aten::pow.Tensor_Tensor", DType::Bool), ErrorKind::NotImplemented);
+  EXPECT_EQ(kind_of_failure("aten::remainder.Tensor", DType::Bool), ErrorKind::NotImplemented);
+  // What CPU computes is lowered: integers promote to float32 for zeta, float16 for igamma.
+  for (auto [op, t] : {std::pair{"aten::special_zeta", DType::I32}, std::pair{"aten::igamma", DType::F16}}) {
+    Checked c;
+    lower_binary(c, op, t);
+    EXPECT_EQ(c.results[0].dtype(), t == DType::I32 ? DType::F32 : DType::F16) << op;
+  }
+}
+
+TEST(ErrorKinds, ScalarsThatDoNotFitTheComputingDtypeFailAtRunTime) {
+  // addcmul(int8, int8, int8, value): CPU converts value to int8_t and refuses one that overflows it.
+  Checked c;
+  lowering::Context cx(c.b,
+                       {Arg::tensor(c.b.parameter({DType::I8, {4}})), Arg::tensor(c.b.parameter({DType::I8, {4}})),
+                        Arg::tensor(c.b.parameter({DType::I8, {4}})), Arg::scalar(c.b.parameter({DType::I64, {}}))},
+                       "aten::addcmul");
+  c.results = lowering::find_lowering("aten::addcmul")(cx);
+  ASSERT_EQ(cx.checks().size(), 1u);
+  EXPECT_EQ(cx.checks()[0].kind, ErrorKind::Runtime);
+  EXPECT_EQ(cx.checks()[0].message, "value cannot be converted to type int8_t without overflow");
+  c.b.set_results({cx.checks()[0].failed});
+  std::vector<int8_t> x = {1, 2, 3, 4};
+  auto fails = [&](int64_t value) {
+    auto out =
+        testing::run_all(c.b.module_text(), {testing::upload(x, DType::I8, {4}), testing::upload(x, DType::I8, {4}),
+                                             testing::upload(x, DType::I8, {4}),
+                                             testing::upload(std::vector<int64_t>{value}, DType::I64, {})});
+    return testing::read<uint8_t>(out.at(0), 1)[0] != 0;
+  };
+  EXPECT_FALSE(fails(127));
+  EXPECT_FALSE(fails(-128));
+  EXPECT_TRUE(fails(128));
+  EXPECT_TRUE(fails(-129));
 }
 
 TEST(ErrorKinds, DimOutOfRangeIsAnIndexError) {

@@ -286,3 +286,76 @@ def test_pow_scalar_rounds_like_cpu_in_reduced_precision(exponent):
     for dtype in (torch.bfloat16, torch.float16):
         x = torch.rand(64, dtype=torch.float32).mul(3).add(0.05).to(dtype)
         check(lambda t: t**exponent, x, rtol=0, atol=0)
+
+
+def _outcome(fn, device):
+    try:
+        result = fn(device)
+        if device != "cpu":
+            torch.tpu.synchronize()
+        return result, None
+    except Exception as e:  # noqa: BLE001 - the class is what is compared
+        return None, e
+
+
+A = torch.ops.aten
+
+
+def _t(dtype, device, n=6):
+    return (torch.arange(n, device=device) % 3 + 1).to(dtype)
+
+
+# Inputs CPU refuses (dtypes its kernels do not dispatch over, Scalars that do not fit the computing dtype, bad
+# strings) or accepts where a lowering used to fail: the same class, or the same values.
+CPU_RULES = {
+    "abs_bool": lambda d: torch.abs(_t(torch.bool, d)),
+    "abs_uint8": lambda d: torch.abs(_t(torch.uint8, d)),
+    "sgn_uint8": lambda d: torch.sgn(_t(torch.uint8, d) - 1),
+    "sign_uint8": lambda d: torch.sign(_t(torch.uint8, d) - 1),
+    "addcmul_bool": lambda d: torch.addcmul(*[_t(torch.bool, d)] * 3),
+    "addcmul_complex_value": lambda d: torch.addcmul(*[_t(torch.float32, d)] * 3, value=1 - 2j),
+    "addcmul_int8_value_300": lambda d: torch.addcmul(*[_t(torch.int8, d)] * 3, value=300),
+    "addcmul_uint8_value_minus_1": lambda d: torch.addcmul(*[_t(torch.uint8, d)] * 3, value=-1),
+    "addcdiv_complex_value": lambda d: torch.addcdiv(*[_t(torch.float32, d)] * 3, value=1 - 2j),
+    "clamp_tensor_bool": lambda d: torch.clamp(*[_t(torch.bool, d)] * 3),
+    "clamp_tensor_bool_min_only": lambda d: torch.clamp(_t(torch.bool, d), min=_t(torch.bool, d)),
+    "div_bad_rounding_mode": lambda d: A.div.Tensor_mode(_t(torch.float32, d), _t(torch.float32, d), rounding_mode="x"),
+    "div_trunc_bool": lambda d: torch.div(_t(torch.bool, d), _t(torch.bool, d), rounding_mode="trunc"),
+    "remainder_bool": lambda d: torch.remainder(_t(torch.bool, d), _t(torch.bool, d)),
+    "fmod_bool": lambda d: torch.fmod(_t(torch.bool, d), _t(torch.bool, d)),
+    "remainder_float16_scalar": lambda d: torch.remainder(torch.linspace(-3, 3, 12, device=d).half(), -0.128),
+    "pow_bool_tensors": lambda d: torch.pow(_t(torch.bool, d), _t(torch.bool, d)),
+    "gelu_int": lambda d: torch.nn.functional.gelu(_t(torch.int64, d)),
+    "gelu_bad_approximate": lambda d: A.gelu(_t(torch.float32, d), approximate="x"),
+    "gelu_backward_int": lambda d: A.gelu_backward(_t(torch.int32, d), _t(torch.int32, d)),
+    "silu_int": lambda d: torch.nn.functional.silu(_t(torch.int64, d)),
+    "silu_inplace_int": lambda d: torch.nn.functional.silu(_t(torch.int32, d), inplace=True),
+    "tanh_backward_int": lambda d: A.tanh_backward(_t(torch.int64, d), _t(torch.int64, d)),
+    "sigmoid_backward_bool": lambda d: A.sigmoid_backward(_t(torch.bool, d), _t(torch.bool, d)),
+    "logit_backward_int": lambda d: A.logit_backward(_t(torch.int64, d), _t(torch.int64, d)),
+    "threshold_backward_bool": lambda d: A.threshold_backward(_t(torch.bool, d), _t(torch.bool, d), 0),
+    "threshold_backward_complex_threshold": lambda d: A.threshold_backward(
+        _t(torch.float32, d), _t(torch.float32, d), 1 - 2j
+    ),
+    "lerp_int": lambda d: torch.lerp(_t(torch.int64, d), _t(torch.int64, d), 0.5),
+    "lerp_weight_overflows": lambda d: torch.lerp(_t(torch.float32, d), _t(torch.float32, d), 1e300),
+    "add_alpha_overflows": lambda d: torch.add(_t(torch.float32, d), _t(torch.float32, d), alpha=1e300),
+    "add_int8_alpha_300": lambda d: torch.add(_t(torch.int8, d), _t(torch.int8, d), alpha=300),
+    "fill_int8_300": lambda d: _t(torch.int8, d).fill_(300),
+    "fill_float16_1e6": lambda d: _t(torch.float16, d).fill_(1e6),
+    "fill_float16_inf": lambda d: _t(torch.float16, d).fill_(float("inf")),
+    "masked_fill_int8_300": lambda d: _t(torch.int8, d).masked_fill(_t(torch.bool, d), 300),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPU_RULES))
+def test_cpu_rules(name):
+    fn = CPU_RULES[name]
+    expected, error = _outcome(fn, "cpu")
+    actual, tpu_error = _outcome(fn, DEVICE)
+    if error is not None:
+        assert isinstance(tpu_error, type(error)), f"CPU raised {error!r}, tpu {tpu_error!r}"
+        return
+    assert tpu_error is None, f"CPU returned, tpu raised {tpu_error!r}"
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)

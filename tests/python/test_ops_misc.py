@@ -448,6 +448,45 @@ def test_triangle_indices(op, args):
     assert_close(out32, op(*args, dtype=torch.int32))
 
 
+# Dtypes the CPU kernels of the factory ops do not dispatch over, and Scalars that do not fit the output's dtype:
+# the same error class as CPU.
+FACTORY_REFUSALS = {
+    "arange_bool_out": lambda d: torch.arange(0, 4, out=torch.empty(0, dtype=torch.bool, device=d)),
+    "arange_complex_out": lambda d: torch.arange(0, 4, out=torch.empty(0, dtype=torch.complex64, device=d)),
+    "linspace_bool_out": lambda d: torch.linspace(0, 1, 3, out=torch.empty(3, dtype=torch.bool, device=d)),
+    "logspace_bool_out": lambda d: torch.logspace(0, 1, 3, out=torch.empty(3, dtype=torch.bool, device=d)),
+    "linspace_complex_start_float_out": lambda d: torch.linspace(3 + 1j, 1, 3, out=torch.empty(3, device=d)),
+    "linspace_int8_out_300": lambda d: torch.linspace(300, 1, 3, out=torch.empty(3, dtype=torch.int8, device=d)),
+    "linspace_one_step_int8_out_300": lambda d: torch.linspace(
+        300, 1, 1, out=torch.empty(1, dtype=torch.int8, device=d)
+    ),
+    "tril_indices_float": lambda d: torch.tril_indices(3, 3, dtype=torch.float32, device=d),
+    "triu_indices_int16": lambda d: torch.triu_indices(3, 3, dtype=torch.int16, device=d),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORY_REFUSALS))
+def test_factory_refusals_match_cpu(name):
+    fn = FACTORY_REFUSALS[name]
+    try:
+        fn("cpu")
+    except Exception as e:  # noqa: BLE001 - the class is what is compared
+        expected = type(e)
+    else:
+        raise AssertionError("CPU accepted the input")
+    with pytest.raises(expected):
+        fn(DEVICE)
+        torch_pjrt.synchronize()
+
+
+def test_one_step_spaces_into_bool_match_cpu():
+    # A single step is a fill on CPU, which takes bool outputs (only two steps or more dispatch over dtypes).
+    for fn in (torch.linspace, torch.logspace):
+        out = torch.empty(1, dtype=torch.bool, device=DEVICE)
+        fn(1, 1, 1, out=out)
+        assert_close(out, fn(1, 1, 1, out=torch.empty(1, dtype=torch.bool)))
+
+
 @pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "max", "min"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("initial", [None, 0.5])

@@ -173,3 +173,51 @@ def test_hermite_degree_limit_and_out():
     x = torch.tensor([0.5, -0.3, 1.1])
     check(special.hermite_polynomial_h, x, torch.tensor([128.0, 129.0, float("inf")]))
     check(lambda a, b: special.legendre_polynomial_p(a, b, out=torch.empty_like(a)), x, torch.tensor([3.0, 4.0, 5.0]))
+
+
+def _outcome(fn, device):
+    try:
+        result = fn(device)
+        if device != "cpu":
+            torch.tpu.synchronize()
+        return result, None
+    except Exception as e:  # noqa: BLE001 - the class is what is compared
+        return None, e
+
+
+def _same_outcome_as_cpu(fn):
+    """Where CPU raises, tpu raises the same class; where CPU returns, tpu returns the same values."""
+    expected, error = _outcome(fn, "cpu")
+    actual, tpu_error = _outcome(fn, "tpu")
+    if error is not None:
+        assert isinstance(tpu_error, type(error)), f"CPU raised {error!r}, tpu {tpu_error!r}"
+        return
+    assert tpu_error is None, f"CPU returned, tpu raised {tpu_error!r}"
+    rtol, atol = {torch.bfloat16: (1.6e-2, 1e-2), torch.float16: (1e-3, 1e-3)}.get(expected.dtype, (1e-4, 1e-5))
+    torch.testing.assert_close(actual.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+# The dtypes CPU's special-function kernels dispatch over: float16/bfloat16 only for some, never complex; integer
+# inputs promote to float32, except for igamma/igammac, which refuse them.
+_SPECIAL_NAMES = sorted(UNARY) + ["zeta", "polygamma2", "igamma", "igammac", "xlog1py", "entr"] + POLYNOMIALS[::4]
+
+
+@pytest.mark.parametrize(
+    "name, dtype",
+    [(n, d) for n in _SPECIAL_NAMES for d in (torch.float16, torch.complex64)]
+    + [(n, torch.int32) for n in ("igamma", "igammac", "zeta", "polygamma2")],
+)
+def test_special_dtype_refusals_match_cpu(name, dtype):
+    def fn(device):
+        x = (torch.arange(1, 7, device=device) % 3 + 1).to(dtype)
+        if name in UNARY:
+            return UNARY[name][0](x)
+        if name == "polygamma2":
+            return torch.polygamma(2, x)
+        if name == "entr":
+            return special.entr(x)
+        if name in ("igamma", "igammac"):
+            return getattr(torch, name)(x, x)
+        return getattr(special, name)(x, x)
+
+    _same_outcome_as_cpu(fn)
