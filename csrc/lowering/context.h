@@ -165,6 +165,13 @@ struct Traits {
   // The CPU kernel accepts a written tensor with internal overlap (fills,
   // reductions into out=, index_put_).
   bool overlap_allowed = false;
+  // Its CPU kernel (not a TensorIterator) lets an input share some elements
+  // with the written tensor.
+  bool partial_overlap_allowed = false;
+  // Its out= form wants an out tensor of exactly the result's dtype (CPU's
+  // structured and same-dtype kernels), not just one it can be cast to
+  // (TensorIterator's type-promoting ops).
+  bool out_same_dtype = false;
   // The in-place op this functional op computes when its name is not this
   // one's plus "_" (normal_ -> normal_functional).
   const char* in_place = nullptr;
@@ -207,6 +214,14 @@ struct Traits {
   }
   Traits& overlap_ok() {
     overlap_allowed = true;
+    return *this;
+  }
+  Traits& partial_overlap_ok() {
+    partial_overlap_allowed = true;
+    return *this;
+  }
+  Traits& out_dtype_same() {
+    out_same_dtype = true;
     return *this;
   }
   Traits& in_place_form(const char* name) {

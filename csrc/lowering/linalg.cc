@@ -256,7 +256,7 @@ std::vector<Entry> linalg_factor_lowerings();  // linalg_factor.cc
 
 std::vector<Entry> linalg_lowerings() {
   std::vector<Entry> entries = {
-      {"aten::mm", mm},
+      {"aten::mm", mm, Traits().out_dtype_same()},
       {"aten::bmm", bmm},
       {"aten::addmm", addmm},
       {"aten::baddbmm", baddbmm},

@@ -437,7 +437,7 @@ V random_default(Context& cx) { return {random_range(cx, 0, false, 0, cx.rng(1))
 
 std::vector<Entry> random_lowerings() {
   return {
-      {"aten::native_dropout", native_dropout, Traits().rng()},
+      {"aten::native_dropout", native_dropout, Traits().rng().partial_overlap_ok()},
       {"aten::uniform", uniform},
       {"aten::normal_functional", normal_functional, Traits().in_place_form("aten::normal_")},
       {"aten::exponential", exponential},
@@ -447,7 +447,7 @@ std::vector<Entry> random_lowerings() {
       {"aten::cauchy", cauchy},
       {"aten::log_normal", log_normal},
       {"aten::geometric", geometric},
-      {"aten::multinomial", multinomial},
+      {"aten::multinomial", multinomial, Traits().out_dtype_same()},
       {"aten::bernoulli.p", bernoulli_p, Traits().in_place_form("aten::bernoulli_.float")},
       {"aten::bernoulli", bernoulli},
       {"aten::random.from", random_from},

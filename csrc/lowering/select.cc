@@ -378,7 +378,7 @@ V bincount(Context& cx) {
 
 std::vector<Entry> select_lowerings() {
   return {
-      {"aten::nonzero", nonzero, Traits().data_dependent({0})},
+      {"aten::nonzero", nonzero, Traits().data_dependent({0}).out_dtype_same()},
       {"aten::nonzero_static", nonzero_static},
       {"aten::masked_select", masked_select, Traits().data_dependent({0})},
       {"aten::masked_scatter", masked_scatter},

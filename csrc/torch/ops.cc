@@ -487,6 +487,24 @@ class LoweredKernel final : public c10::OperatorKernel {
           else
             for (const at::Tensor& t : args[i].toTensorList().vec()) at::assert_no_internal_overlap(t);
         }
+      // ... and no input shares only some of its elements with a written
+      // tensor (the same tensor in and out is fine), as TensorIterator checks
+      // before it sizes anything.
+      auto no_partial_overlap = [&](const at::Tensor& written) {
+        if (traits_.partial_overlap_allowed) return;
+        for (size_t i = 0; i < types_.size(); ++i)
+          if (types_[i] == ArgType::Tensor && args[i].isTensor() && args[i].toTensor().defined() &&
+              !args[i].toTensor().is_same(written))
+            at::assert_no_partial_overlap(written, args[i].toTensor());
+      };
+      if (variant_ == Variant::InPlace)
+        for (size_t i : written_)
+          if (args[i].isTensor()) no_partial_overlap(args[i].toTensor());
+      if (variant_ == Variant::Out)
+        for (size_t k = 0; k < num_out_; ++k) no_partial_overlap(args[types_.size() + k].toTensor());
+      if (variant_ == Variant::OutDirect)
+        for (size_t i = 0; i < types_.size(); ++i)
+          if (out_index_[i] && args[i].isTensor()) no_partial_overlap(args[i].toTensor());
     }
     // In-place: every written argument (a tensor or each tensor of a list)
     // receives the functional op's results, in order.
@@ -565,6 +583,9 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (variant_ == Variant::Out) {
       // out=: resize when needed, then copy (a second small program).
       for (size_t k = 0; k < outs.size() && k < results.size(); ++k) {
+        TORCH_CHECK(!traits_.out_same_dtype || results[k].scalar_type() == outs[k].scalar_type(),
+                    "Expected out tensor to have dtype ", results[k].scalar_type(), ", but got ", outs[k].scalar_type(),
+                    " instead");
         TORCH_CHECK(at::canCast(results[k].scalar_type(), outs[k].scalar_type()), "result type ",
                     results[k].scalar_type(), " can't be cast to the desired output type ", outs[k].scalar_type());
         if (outs[k].sizes() != results[k].sizes())

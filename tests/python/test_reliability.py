@@ -465,3 +465,71 @@ def test_nn_values_match_cpu(case):
     got = case(TPU).cpu()
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want)
+
+
+def _x(d):
+    return torch.arange(8.0, device=d)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: (lambda x: x[1:].add_(x[:-1]))(_x(d)),
+        lambda d: (lambda x: torch.add(x[:4], 1, out=x[2:6]))(_x(d)),
+        lambda d: (lambda x: torch.mul(x[:4], x[4:], out=x[1:5]))(_x(d)),
+        lambda d: (lambda x: x[:4].lerp_(x[2:6], 0.5))(_x(d)),
+    ],
+    ids=["add_", "add_out", "mul_out", "lerp_"],
+)
+def test_partial_overlap_of_input_and_written_tensor_raises(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda x: x.add_(x),
+        lambda x: torch.add(x, x, out=x),
+        lambda x: x[:4].mul_(x[4:]),
+        lambda x: x[::2].add_(x[1::2]),
+    ],
+    ids=["same_in_place", "same_out", "disjoint_halves", "interleaved"],
+)
+def test_full_or_no_overlap_is_accepted(case):
+    cpu, tpu = torch.arange(8.0), torch.arange(8.0, device=TPU)
+    case(cpu)
+    case(tpu)
+    torch.testing.assert_close(tpu.cpu(), cpu, rtol=0, atol=0)
+
+
+def _o(d, dtype):
+    return torch.empty(0, dtype=dtype, device=d)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.ops.aten.clone.out(torch.rand(3, device=d), out=_o(d, torch.float64)),
+        lambda d: torch.mm(torch.ones(2, 2, device=d), torch.ones(2, 2, device=d), out=_o(d, torch.float64)),
+        lambda d: torch.neg(torch.ones(3, device=d), out=_o(d, torch.float64)),
+        lambda d: torch.argmax(torch.ones(3, 2, device=d), 0, out=_o(d, torch.int32)),
+        lambda d: torch.sort(torch.ones(3, device=d), out=(_o(d, torch.float64), _o(d, torch.long))),
+    ],
+    ids=["clone", "mm", "neg", "argmax", "sort"],
+)
+def test_out_of_another_dtype_raises_where_cpu_wants_the_same(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.add(torch.ones(3, device=d), 1, out=_o(d, torch.float64)),
+        lambda d: torch.sin(torch.ones(3, device=d), out=_o(d, torch.float64)),
+        lambda d: torch.sum(torch.ones(3, 2, device=d), 0, out=_o(d, torch.float64)),
+        lambda d: torch.clamp_min(torch.ones(3, device=d), torch.zeros(3, device=d), out=_o(d, torch.float64)),
+    ],
+    ids=["add", "sin", "sum", "clamp_min_tensor"],
+)
+def test_out_of_a_castable_dtype_is_accepted_where_cpu_accepts_it(case):
+    torch.testing.assert_close(case(TPU).cpu(), case("cpu"))
