@@ -566,6 +566,8 @@ V index_tensor(Context& cx) {
   Value self = cx.tensor(0);
   Advanced adv = advanced_index(cx, self, 1);
   if (adv.positions.empty()) return {self};
+  if (adv.empty_dim && numel(adv.batch) > 0)
+    cx.fail("index is out of bounds for dimension with size 0", ErrorKind::Index);
   if (adv.empty_dim || numel(adv.result) == 0) return {b.full(0, TensorType{self.dtype(), adv.result})};
   Dims slice = self.dims();
   for (int64_t p : adv.positions) slice[p] = 1;
@@ -635,6 +637,10 @@ V index_put(Context& cx) {
   Value masked;
   if (mask_put(cx, self, values, accumulate, masked)) return {masked};
   Advanced adv = advanced_index(cx, self, 1);
+  // Any index into a dim of size 0 is out of range; CPU says so before it
+  // checks the values' shape.
+  if (adv.empty_dim && numel(adv.batch) > 0)
+    cx.fail("index is out of bounds for dimension with size 0", ErrorKind::Index);
   Dims target = adv.positions.empty() ? self.dims() : adv.result;
   try {
     if (hlo::broadcast_shapes(values.dims(), target) != target) throw hlo::BuildError("");

@@ -533,3 +533,18 @@ def test_out_of_another_dtype_raises_where_cpu_wants_the_same(case):
 )
 def test_out_of_a_castable_dtype_is_accepted_where_cpu_accepts_it(case):
     torch.testing.assert_close(case(TPU).cpu(), case("cpu"))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.empty(0, 2, device=d)[torch.tensor([0, 1], device=d)],
+        lambda d: torch.empty(0, 2, device=d).index_put_((torch.tensor([0, 1], device=d),), torch.ones(2, 2, device=d)),
+        lambda d: torch.ops.aten._index_put_impl_(
+            torch.empty(0, 1, 2, device=d), [torch.tensor([0, 1], device=d)] * 2, torch.ones(1, 1, 2, device=d)
+        ),
+    ],
+    ids=["index", "index_put_", "_index_put_impl_"],
+)
+def test_index_into_an_empty_dim_raises(case):
+    _same_error_as_cpu(case)
