@@ -149,113 +149,6 @@ Value softmax_backward_impl(Context& cx, bool log) {
 V softmax_backward(Context& cx) { return {softmax_backward_impl(cx, false)}; }
 V log_softmax_backward(Context& cx) { return {softmax_backward_impl(cx, true)}; }
 
-// ---- layer norm
-
-// The normalised (trailing) dims of `input` for `normalized_shape`.
-Dims layer_norm_dims(Context& cx, const Value& input, const std::vector<int64_t>& normalized_shape) {
-  int64_t k = static_cast<int64_t>(normalized_shape.size());
-  int64_t axis = input.rank() - k;
-  if (k == 0 || axis < 0 || !std::equal(normalized_shape.begin(), normalized_shape.end(), input.dims().begin() + axis))
-    cx.fail("input is not shaped [*, normalized_shape]");
-  Dims red;
-  for (int64_t i = axis; i < input.rank(); ++i) red.push_back(i);
-  return red;
-}
-
-// Shape of mean/rstd: the input's dims with the normalised ones set to 1.
-Dims stat_dims(const Value& input, const Dims& red) {
-  Dims d = input.dims();
-  for (int64_t i : red) d[i] = 1;
-  return d;
-}
-
-// dtype of layer norm's mean and rstd on CPU: the input's, or its opmath type
-// when weight/bias have another dtype (mixed precision).
-DType stat_type(Context& cx, DType in, size_t weight, size_t bias) {
-  bool mixed =
-      (!cx.none(weight) && cx.tensor(weight).dtype() != in) || (!cx.none(bias) && cx.tensor(bias).dtype() != in);
-  return mixed ? hlo::opmath_type(in) : in;
-}
-
-// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
-V native_layer_norm(Context& cx) {
-  auto& b = cx.b;
-  Value in = cx.tensor(0);
-  DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
-  Dims red = layer_norm_dims(cx, in, cx.ints(1));
-  Value x = b.convert(in, t);
-  Value n = b.constant(static_cast<double>(numel(cx.ints(1))), t);
-  Value mean = b.div(sum(b, x, red), n);
-  Value xc = b.sub(x, unreduce(b, mean, x.dims(), red));
-  Value var = b.div(sum(b, b.mul(xc, xc), red), n);
-  Value rstd = b.rsqrt(b.add(var, cx.as(4, t)));
-  Value y = b.mul(xc, unreduce(b, rstd, x.dims(), red));
-  if (!cx.none(2)) y = b.mul(y, cx.as(2, t));
-  if (!cx.none(3)) y = b.add(y, cx.as(3, t));
-  DType st = stat_type(cx, out, 2, 3);
-  Dims sd = stat_dims(in, red);
-  return {b.convert(y, out), b.convert(b.reshape(mean, sd), st), b.convert(b.reshape(rstd, sd), st)};
-}
-
-// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
-//   weight?, bias?, output_mask) -> (grad_input, grad_weight, grad_bias)
-V native_layer_norm_backward(Context& cx) {
-  auto& b = cx.b;
-  Value in = cx.tensor(1);
-  DType t = hlo::opmath_type(float_type(in.dtype()));
-  const auto& shape = cx.ints(2);
-  Dims red = layer_norm_dims(cx, in, shape);
-  Dims batch = kept_dims(in.rank(), red);
-  const auto& mask = cx.ints(7);
-  auto wanted = [&](size_t i) { return i >= mask.size() || mask[i] != 0; };
-  Dims sd = stat_dims(in, red);
-  Value dy = cx.as(0, t), x = b.convert(in, t);
-  Value mean = b.reshape(cx.as(3, t), sd), rstd = b.reshape(cx.as(4, t), sd);
-  Value xhat = b.mul(b.sub(x, mean), rstd);
-
-  DType wt = cx.none(5) ? in.dtype() : cx.tensor(5).dtype();
-  DType bt = cx.none(6) ? wt : cx.tensor(6).dtype();
-  TensorType param{t, Dims(shape.begin(), shape.end())};
-  Value gi, gw, gb;
-  if (wanted(0)) {
-    Value g = cx.none(5) ? dy : b.mul(dy, cx.as(5, t));
-    Value n = b.constant(static_cast<double>(numel(Dims(shape.begin(), shape.end()))), t);
-    Value a = unreduce(b, b.div(sum(b, g, red), n), x.dims(), red);
-    Value c = unreduce(b, b.div(sum(b, b.mul(g, xhat), red), n), x.dims(), red);
-    gi = b.mul(rstd, b.sub(b.sub(g, a), b.mul(xhat, c)));
-  } else {
-    gi = b.full(0, x.type);
-  }
-  gw = wanted(1) ? sum(b, b.mul(dy, xhat), batch) : b.full(0, param);
-  gb = wanted(2) ? sum(b, dy, batch) : b.full(0, param);
-  return {b.convert(gi, in.dtype()), b.convert(gw, wt), b.convert(gb, bt)};
-}
-
-// ---- batch norm (inference)
-
-// Per-channel value of shape [C] broadcast against an [N, C, ...] input.
-Value channel(hlo::Builder& b, Value v, const Dims& full) { return b.broadcast_in_dim(v, full, {1}); }
-
-// _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean,
-//   running_var, momentum, eps) -> (out, save_mean, save_rstd). As on CPU,
-// save_mean and save_rstd are empty ([0]).
-V batch_norm_no_training(Context& cx) {
-  auto& b = cx.b;
-  Value in = cx.tensor(0);
-  if (in.rank() < 2) cx.fail("input must have at least 2 dims");
-  DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
-  const Dims& full = in.dims();
-  Value x = b.convert(in, t);
-  Value mean = cx.as(3, t), var = cx.as(4, t);
-  Value rstd = b.rsqrt(b.add(var, cx.as(6, t)));
-  Value y = b.mul(b.sub(x, channel(b, mean, full)), channel(b, rstd, full));
-  if (!cx.none(1)) y = b.mul(y, channel(b, cx.as(1, t), full));
-  if (!cx.none(2)) y = b.add(y, channel(b, cx.as(2, t), full));
-  DType st = stat_type(cx, out, 1, 2);
-  TensorType empty{st, {0}};
-  return {b.convert(y, out), b.full(0, empty), b.full(0, empty)};
-}
-
 // ---- nll_loss
 
 // An [N, C] / [C] / [N, C, d1, ...] input flattened to [M, C] rows, and the
@@ -1380,9 +1273,6 @@ std::vector<Entry> nn_lowerings() {
       {"aten::_log_softmax", log_softmax},
       {"aten::_softmax_backward_data", softmax_backward},
       {"aten::_log_softmax_backward_data", log_softmax_backward},
-      {"aten::native_layer_norm", native_layer_norm},
-      {"aten::native_layer_norm_backward", native_layer_norm_backward},
-      {"aten::_native_batch_norm_legit_no_training", batch_norm_no_training},
       {"aten::nll_loss_forward", nll_loss_forward},
       {"aten::nll_loss_backward", nll_loss_backward},
       {"aten::nll_loss2d_forward", nll_loss_forward},
