@@ -1014,13 +1014,26 @@ Value p_distance_grad(hlo::Builder& b, Value diff, Value dist, Value p) {
   return pick_p(b, c.is0, b.broadcast_to(zero, a.dims()), r);
 }
 
-// x1 [B..., P, M] and x2 [B..., R, M] with their batch dims broadcast.
+// ATen's infer_size of two shapes, with its error.
+Dims broadcast_batch(const Context& cx, const Dims& a, const Dims& o) {
+  size_t n = std::max(a.size(), o.size());
+  Dims full(n);
+  for (size_t i = 0; i < n; ++i) {  // aligned from the right
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1, db = i < o.size() ? o[o.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      cx.fail("The size of tensor a (" + std::to_string(da) + ") must match the size of tensor b (" +
+              std::to_string(db) + ") at non-singleton dimension " + std::to_string(n - 1 - i));
+    full[n - 1 - i] = da == 1 ? db : da;
+  }
+  return full;
+}
+
+// x1 [B..., P, M] and x2 [B..., R, M] with their batch dims broadcast
+// (infer_size's error when they do not).
 std::pair<Value, Value> cdist_operands(Context& cx, Value x1, Value x2) {
   auto& b = cx.b;
-  if (x1.rank() < 2 || x2.rank() < 2) cx.fail("cdist only supports at least 2D tensors");
-  if (x1.dims().back() != x2.dims().back()) cx.fail("X1 and X2 must have the same number of columns.");
   Dims b1(x1.dims().begin(), x1.dims().end() - 2), b2(x2.dims().begin(), x2.dims().end() - 2);
-  Dims batch = hlo::broadcast_shapes(b1, b2);
+  Dims batch = broadcast_batch(cx, b1, b2);
   Dims d1 = batch, d2 = batch;
   d1.insert(d1.end(), x1.dims().end() - 2, x1.dims().end());
   d2.insert(d2.end(), x2.dims().end() - 2, x2.dims().end());
@@ -1042,19 +1055,60 @@ Value pair_diff(hlo::Builder& b, Value x1, Value x2) {
   return b.sub(b.broadcast_in_dim(x1, full, m1), b.broadcast_in_dim(x2, full, m2));
 }
 
-// _cdist_forward(x1, x2, p, compute_mode?) -> [B..., P, R]. For p = 2 with
-// compute_mode 1, or none/0 with more than 25 rows, CPU uses the matrix
-// product form sqrt(max(|x1|^2 + |x2|^2 - 2 x1.x2, 0)); so do we.
+// _cdist_forward(x1, x2, p, compute_mode?) -> [B..., P, R] of x1's dtype.
+// For p = 2 with compute_mode 1, or none/0 with more than 25 rows, CPU uses
+// the matrix product form sqrt(max(|x1|^2 + |x2|^2 - 2 x1.x2, 0)); so do we.
+// CPU's checks in its order: ranks, columns, floating dtypes, p >= 0, the
+// mode, the batch dims; then empty results, and the dtypes each path takes
+// (the product takes float16/bfloat16, the kernel does not).
 V cdist_forward(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
-  if (!hlo::is_floating(out)) cx.fail("cdist only supports floating-point dtypes");
-  auto [x1, x2] = cdist_operands(cx, cx.as(0, t), cx.as(1, t));
+  Value a1 = cx.tensor(0), a2 = cx.tensor(1);
+  for (size_t i : {0, 1})
+    if (cx.tensor(i).rank() < 2)
+      cx.fail("cdist only supports at least 2D tensors, X" + std::to_string(i + 1) +
+              " got: " + std::to_string(cx.tensor(i).rank()) + "D");
+  if (a1.dims().back() != a2.dims().back())
+    cx.fail("X1 and X2 must have the same number of columns. X1: " + std::to_string(a1.dims().back()) +
+            " X2: " + std::to_string(a2.dims().back()));
+  for (size_t i : {0, 1})
+    if (!hlo::is_floating(cx.tensor(i).dtype()))
+      cx.fail("cdist only supports floating-point dtypes, X" + std::to_string(i + 1) +
+              " got: " + std::string(hlo::scalar_type_name(cx.tensor(i).dtype())));
+  DType out = a1.dtype(), t = hlo::opmath_type(out);
   Value p = cx.as(2, t);
+  cx.check(b.compare(p, b.constant(0, t), "LT"), "cdist only supports non-negative p values", ErrorKind::Runtime);
   int64_t mode = cx.integer_or(3, 0);
+  if (mode < 0 || mode > 2) cx.fail("possible modes: 0, 1, 2, but was: " + std::to_string(mode));
+  auto [x1, x2] = cdist_operands(cx, cx.as(0, t), cx.as(1, t));
   int64_t k = x1.rank(), rp = x1.dims()[k - 2], rr = x2.dims()[k - 2];
+  Dims shape(x1.dims().begin(), x1.dims().end() - 1);
+  shape.push_back(rr);
+  if (numel(shape) == 0 || x1.dims().back() == 0) return {b.full(0, {out, shape})};
+  bool mm_able = mode == 1 || (mode == 0 && (rp > 25 || rr > 25));
+  Value is2 = p_cases(b, p).is2;
+  // p = 2 takes the product when mm_able, any other p the kernel, which
+  // dispatches on float and double only and reads x2 as x1's dtype
+  Value takes_product = mm_able ? is2 : b.constant(0, DType::Bool);
+  Value takes_kernel = b.not_(takes_product);
+  bool reduced = out == DType::F16 || out == DType::BF16;
+  if (reduced) {
+    if (!mm_able) refuse_dtype(cx, out, "cdist");
+    cx.check(takes_kernel, "\"cdist\" not implemented for '" + std::string(hlo::scalar_type_name(out)) + "'",
+             ErrorKind::NotImplemented);
+  }
+  if (a2.dtype() != out) {
+    std::string kernel = "expected scalar type " + std::string(hlo::scalar_type_name(out)) + " but found " +
+                         std::string(hlo::scalar_type_name(a2.dtype()));
+    if (!mm_able) cx.fail(kernel);
+    cx.check(takes_product,
+             "expected m1 and m2 to have the same dtype, but got: " + std::string(hlo::cpp_type_name(out)) +
+                 " != " + std::string(hlo::cpp_type_name(a2.dtype())),
+             ErrorKind::Runtime);
+    if (!reduced) cx.check(takes_kernel, kernel, ErrorKind::Runtime);
+  }
   Value r = p_distance(b, pair_diff(b, x1, x2), p);
-  if (mode == 1 || (mode == 0 && (rp > 25 || rr > 25))) {
+  if (mm_able) {
     Dims batch;
     for (int64_t i = 0; i < k - 2; ++i) batch.push_back(i);
     Value n1 = sum(b, b.mul(x1, x1), {k - 1}), n2 = sum(b, b.mul(x2, x2), {k - 1});
@@ -1065,7 +1119,7 @@ V cdist_forward(Context& cx) {
     Value sq = b.add(b.add(b.mul(b.constant(-2, t), dot), b.broadcast_in_dim(n1, full, keep1)),
                      b.broadcast_in_dim(n2, full, keep2));
     Value mm = b.sqrt(at_least(b, sq, b.constant(0, t)));
-    r = pick_p(b, p_cases(b, p).is2, mm, r);
+    r = pick_p(b, is2, mm, r);
   }
   return {b.convert(r, out)};
 }
@@ -1080,20 +1134,47 @@ Value cdist_grad(hlo::Builder& b, Value g, Value x1, Value x2, Value p, Value di
   return sum(b, b.mul(f, b.broadcast_in_dim(g, diff.dims(), keep)), {k - 2});
 }
 
-// _cdist_backward(grad, x1, x2, p, cdist) -> grad_x1
+// _cdist_backward(grad, x1, x2, p, cdist) -> grad_x1, shaped like x1
+// broadcast to the common batch dims (CPU leaves the batch reduction to
+// autograd). CPU's order: sizes -1 and -2 of x1 and x2 (IndexError), the
+// batch dims, empty operands (zeros like x1, any dtype), the dtype dispatch
+// on x1's float/double, then (unless p is 0) the other operands' dtypes. grad
+// and cdist are read as flat [B, P, R] buffers (their first B P R elements).
 V cdist_backward(Context& cx) {
   auto& b = cx.b;
-  Value self = cx.tensor(1);
-  DType out = self.dtype(), t = hlo::opmath_type(out);
+  Value self = cx.tensor(1), other = cx.tensor(2);
+  int64_t c1 = size_at(cx, self, -1);
+  size_at(cx, other, -1);
+  int64_t r1 = size_at(cx, self, -2), r2 = size_at(cx, other, -2);
+  Dims b1(self.dims().begin(), self.dims().end() - 2), b2(other.dims().begin(), other.dims().end() - 2);
+  Dims batch = broadcast_batch(cx, b1, b2);
+  DType out = self.dtype();
+  if (r1 == 0 || r2 == 0 || c1 == 0 || numel(batch) == 0) return {b.full(0, self.type)};
+  if (out != DType::F32 && out != DType::F64) refuse_dtype(cx, out, "cdist_backward");
+  DType t = out;
+  Value p = cx.as(3, t);
+  for (size_t i : {0, 2, 4})
+    if (cx.tensor(i).dtype() != out)
+      cx.check(b.compare(p, b.constant(0, t), "NE"),
+               "expected scalar type " + std::string(hlo::scalar_type_name(out)) + " but found " +
+                   std::string(hlo::scalar_type_name(cx.tensor(i).dtype())),
+               ErrorKind::Runtime);
+  if (other.dims().back() != c1) cx.fail("X1 and X2 must have the same number of columns.");
   auto [x1, x2] = cdist_operands(cx, cx.as(1, t), cx.as(2, t));
-  Value r = cdist_grad(b, cx.as(0, t), x1, x2, cx.as(3, t), cx.as(4, t));
-  // sum over batch dims x1 was broadcast along
-  Dims red;
-  int64_t lead = r.rank() - self.rank();
-  for (int64_t i = 0; i < r.rank() - 2; ++i)
-    if (i < lead || self.dims()[i - lead] != r.dims()[i]) red.push_back(i);
-  if (!red.empty()) r = b.reshape(sum(b, r, red), self.dims());
-  return {b.convert(r, out)};
+  Dims pairs = batch;
+  pairs.insert(pairs.end(), {r1, r2});
+  auto flat = [&](size_t i, const char* name) {
+    Value v = cx.as(i, t);
+    int64_t have = v.type.numel(), need = numel(pairs);
+    if (have < need)  // CPU would read past its end
+      cx.fail(std::string(name) + " of shape " + dims_str(v.dims()) + " does not hold " + dims_str(pairs));
+    if (v.dims() == pairs) return v;
+    v = b.reshape(v, {have});
+    if (have > need) v = b.slice(v, {0}, {need}, {1});
+    return b.reshape(v, pairs);
+  };
+  Value g = flat(0, "grad"), dist = flat(4, "cdist");
+  return {b.convert(cdist_grad(b, g, x1, x2, p, dist), out)};
 }
 
 // Row i and column j (i < j) of each condensed pair position k of n rows:

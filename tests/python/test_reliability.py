@@ -493,3 +493,68 @@ def test_norm_values_match_cpu(case):
         g = g.cpu()
         assert g.dtype == w.dtype
         torch.testing.assert_close(g, w, equal_nan=True)
+
+
+# cdist: CPU's checks in its order (ranks, columns, dtypes, p, mode, batch;
+# the backward reads sizes first, so low ranks are IndexError).
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A._cdist_forward(_t(d, 3, dtype=torch.int64), _t(d, 2, 3), 2.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3, dtype=torch.int16), 2.0, 3),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3), 2.0, 3),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3), -1.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3, dtype=torch.float64), 1.0, None),
+        lambda d: A._cdist_forward(_t(d, 30, 3), _t(d, 2, 3, dtype=torch.float64), 2.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3, dtype=torch.float16), _t(d, 2, 3, dtype=torch.float16), 2.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3, dtype=torch.float16), _t(d, 2, 3, dtype=torch.float16), 1.0, 1),
+        lambda d: A._cdist_forward(_t(d, 2, 2, 3), _t(d, 3, 2, 3), 2.0, None),
+        lambda d: A._cdist_backward(_t(d, 3), _t(d, 3), _t(d, 1), 0.6, _t(d, 3)),
+        lambda d: A._cdist_backward(_t(d), _t(d), _t(d), 0.6, _t(d)),
+        lambda d: A._cdist_backward(*[_t(d, 4, 4, dtype=torch.bool)] * 3, 0.5, _t(d, 4, 4, dtype=torch.bool)),
+        lambda d: A._cdist_backward(_t(d, 2, 2), _t(d, 2, 3, dtype=torch.float16), _t(d, 2, 3), 0.9, _t(d, 2, 2)),
+        lambda d: A._cdist_backward(_t(d, 2, 2), _t(d, 2, 3, dtype=torch.float64), _t(d, 2, 3), 0.9, _t(d, 2, 2)),
+    ],
+    ids=[
+        "fw_rank",
+        "fw_int_x2",
+        "fw_mode",
+        "fw_negative_p",
+        "fw_mixed_kernel",
+        "fw_mixed_product",
+        "fw_half_kernel",
+        "fw_half_p1_mode1",
+        "fw_batch",
+        "bw_rank1",
+        "bw_rank0",
+        "bw_bool",
+        "bw_half",
+        "bw_mixed",
+    ],
+)
+def test_cdist_errors_match_cpu(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A._cdist_forward(torch.zeros(0, 3, device=d), _t(d, 2, 3, dtype=torch.float64), 2.0, None),
+        # the gradient keeps x1's broadcast batch dims; grad is read flat
+        lambda d: A._cdist_backward(_t(d, 2, 2, 2), _t(d, 1, 2, 3), _t(d, 2, 2, 3) * 2, 0.5, _t(d, 2, 2, 2) + 1),
+        lambda d: A._cdist_backward(_t(d, 4), _t(d, 2, 3), _t(d, 2, 3) * 2, 1.5, _t(d, 2, 2) + 1),
+        lambda d: A._cdist_backward(_t(d, 2, 2), _t(d, 2, 3, dtype=torch.float64), _t(d, 2, 3), 0.0, _t(d, 2, 2)),
+        lambda d: A._cdist_backward(
+            torch.zeros(0, 2, dtype=torch.int64, device=d),
+            torch.zeros(0, 3, dtype=torch.int64, device=d),
+            _t(d, 2, 3, dtype=torch.int64),
+            0.5,
+            torch.zeros(0, 2, dtype=torch.int64, device=d),
+        ),
+    ],
+    ids=["fw_empty_mixed", "bw_batch", "bw_flat_grad", "bw_p0_mixed", "bw_empty_long"],
+)
+def test_cdist_values_match_cpu(case):
+    want, got = case("cpu"), case(TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
