@@ -558,3 +558,49 @@ def test_cdist_values_match_cpu(case):
     want, got = case("cpu"), case(TPU).cpu()
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want)
+
+
+# grid_sampler: sizes read before the rank check (IndexError for 0-d), the
+# dtype dispatch of CPU's kernels.
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.grid_sampler_2d(_t(d), _t(d), 0, 0, True),
+        lambda d: A.grid_sampler_3d(_t(d, 2), _t(d), 0, 0, True),
+        lambda d: A.grid_sampler_2d(
+            _t(d, 1, 1, 2, 2, dtype=torch.int64), _t(d, 1, 2, 2, 2, dtype=torch.int64), 0, 0, True
+        ),
+        lambda d: A.grid_sampler_2d(_t(d, 1, 1, 2, 2), _t(d, 1, 2, 2, 2, dtype=torch.float64), 0, 0, True),
+        lambda d: A.grid_sampler_2d(_t(d, 1, 1, 0, 2), _t(d, 1, 2, 2, 2), 0, 0, True),
+        lambda d: A.grid_sampler_2d_backward(_t(d), _t(d), _t(d), 0, 0, True, [True, True]),
+        lambda d: A.grid_sampler_2d_backward(
+            _t(d, 3, 9, 3, dtype=torch.bool),
+            _t(d, 3, 3, 2, 3, dtype=torch.bool),
+            _t(d, 3, 2, 3, 2, dtype=torch.bool),
+            0,
+            0,
+            True,
+            [True, True],
+        ),
+        lambda d: A.grid_sampler_3d_backward(
+            *[_t(d, 1, 1, 2, 2, 2, dtype=torch.int64)] * 2,
+            _t(d, 1, 2, 2, 2, 3, dtype=torch.int64),
+            0,
+            0,
+            True,
+            [True, True],
+        ),
+    ],
+    ids=[
+        "2d_zero_dim",
+        "3d_grid_zero_dim",
+        "2d_long",
+        "2d_mixed",
+        "2d_empty_spatial",
+        "2d_backward_zero_dim",
+        "2d_backward_bool",
+        "3d_backward_long",
+    ],
+)
+def test_grid_sampler_errors_match_cpu(case):
+    _same_error_as_cpu(case)
