@@ -149,113 +149,6 @@ Value softmax_backward_impl(Context& cx, bool log) {
 V softmax_backward(Context& cx) { return {softmax_backward_impl(cx, false)}; }
 V log_softmax_backward(Context& cx) { return {softmax_backward_impl(cx, true)}; }
 
-// ---- layer norm
-
-// The normalised (trailing) dims of `input` for `normalized_shape`.
-Dims layer_norm_dims(Context& cx, const Value& input, const std::vector<int64_t>& normalized_shape) {
-  int64_t k = static_cast<int64_t>(normalized_shape.size());
-  int64_t axis = input.rank() - k;
-  if (k == 0 || axis < 0 || !std::equal(normalized_shape.begin(), normalized_shape.end(), input.dims().begin() + axis))
-    cx.fail("input is not shaped [*, normalized_shape]");
-  Dims red;
-  for (int64_t i = axis; i < input.rank(); ++i) red.push_back(i);
-  return red;
-}
-
-// Shape of mean/rstd: the input's dims with the normalised ones set to 1.
-Dims stat_dims(const Value& input, const Dims& red) {
-  Dims d = input.dims();
-  for (int64_t i : red) d[i] = 1;
-  return d;
-}
-
-// dtype of layer norm's mean and rstd on CPU: the input's, or its opmath type
-// when weight/bias have another dtype (mixed precision).
-DType stat_type(Context& cx, DType in, size_t weight, size_t bias) {
-  bool mixed =
-      (!cx.none(weight) && cx.tensor(weight).dtype() != in) || (!cx.none(bias) && cx.tensor(bias).dtype() != in);
-  return mixed ? hlo::opmath_type(in) : in;
-}
-
-// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
-V native_layer_norm(Context& cx) {
-  auto& b = cx.b;
-  Value in = cx.tensor(0);
-  DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
-  Dims red = layer_norm_dims(cx, in, cx.ints(1));
-  Value x = b.convert(in, t);
-  Value n = b.constant(static_cast<double>(numel(cx.ints(1))), t);
-  Value mean = b.div(sum(b, x, red), n);
-  Value xc = b.sub(x, unreduce(b, mean, x.dims(), red));
-  Value var = b.div(sum(b, b.mul(xc, xc), red), n);
-  Value rstd = b.rsqrt(b.add(var, cx.as(4, t)));
-  Value y = b.mul(xc, unreduce(b, rstd, x.dims(), red));
-  if (!cx.none(2)) y = b.mul(y, cx.as(2, t));
-  if (!cx.none(3)) y = b.add(y, cx.as(3, t));
-  DType st = stat_type(cx, out, 2, 3);
-  Dims sd = stat_dims(in, red);
-  return {b.convert(y, out), b.convert(b.reshape(mean, sd), st), b.convert(b.reshape(rstd, sd), st)};
-}
-
-// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
-//   weight?, bias?, output_mask) -> (grad_input, grad_weight, grad_bias)
-V native_layer_norm_backward(Context& cx) {
-  auto& b = cx.b;
-  Value in = cx.tensor(1);
-  DType t = hlo::opmath_type(float_type(in.dtype()));
-  const auto& shape = cx.ints(2);
-  Dims red = layer_norm_dims(cx, in, shape);
-  Dims batch = kept_dims(in.rank(), red);
-  const auto& mask = cx.ints(7);
-  auto wanted = [&](size_t i) { return i >= mask.size() || mask[i] != 0; };
-  Dims sd = stat_dims(in, red);
-  Value dy = cx.as(0, t), x = b.convert(in, t);
-  Value mean = b.reshape(cx.as(3, t), sd), rstd = b.reshape(cx.as(4, t), sd);
-  Value xhat = b.mul(b.sub(x, mean), rstd);
-
-  DType wt = cx.none(5) ? in.dtype() : cx.tensor(5).dtype();
-  DType bt = cx.none(6) ? wt : cx.tensor(6).dtype();
-  TensorType param{t, Dims(shape.begin(), shape.end())};
-  Value gi, gw, gb;
-  if (wanted(0)) {
-    Value g = cx.none(5) ? dy : b.mul(dy, cx.as(5, t));
-    Value n = b.constant(static_cast<double>(numel(Dims(shape.begin(), shape.end()))), t);
-    Value a = unreduce(b, b.div(sum(b, g, red), n), x.dims(), red);
-    Value c = unreduce(b, b.div(sum(b, b.mul(g, xhat), red), n), x.dims(), red);
-    gi = b.mul(rstd, b.sub(b.sub(g, a), b.mul(xhat, c)));
-  } else {
-    gi = b.full(0, x.type);
-  }
-  gw = wanted(1) ? sum(b, b.mul(dy, xhat), batch) : b.full(0, param);
-  gb = wanted(2) ? sum(b, dy, batch) : b.full(0, param);
-  return {b.convert(gi, in.dtype()), b.convert(gw, wt), b.convert(gb, bt)};
-}
-
-// ---- batch norm (inference)
-
-// Per-channel value of shape [C] broadcast against an [N, C, ...] input.
-Value channel(hlo::Builder& b, Value v, const Dims& full) { return b.broadcast_in_dim(v, full, {1}); }
-
-// _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean,
-//   running_var, momentum, eps) -> (out, save_mean, save_rstd). As on CPU,
-// save_mean and save_rstd are empty ([0]).
-V batch_norm_no_training(Context& cx) {
-  auto& b = cx.b;
-  Value in = cx.tensor(0);
-  if (in.rank() < 2) cx.fail("input must have at least 2 dims");
-  DType out = in.dtype(), t = hlo::opmath_type(float_type(out));
-  const Dims& full = in.dims();
-  Value x = b.convert(in, t);
-  Value mean = cx.as(3, t), var = cx.as(4, t);
-  Value rstd = b.rsqrt(b.add(var, cx.as(6, t)));
-  Value y = b.mul(b.sub(x, channel(b, mean, full)), channel(b, rstd, full));
-  if (!cx.none(1)) y = b.mul(y, channel(b, cx.as(1, t), full));
-  if (!cx.none(2)) y = b.add(y, channel(b, cx.as(2, t), full));
-  DType st = stat_type(cx, out, 1, 2);
-  TensorType empty{st, {0}};
-  return {b.convert(y, out), b.full(0, empty), b.full(0, empty)};
-}
-
 // ---- nll_loss
 
 // An [N, C] / [C] / [N, C, d1, ...] input flattened to [M, C] rows, and the
@@ -1121,13 +1014,26 @@ Value p_distance_grad(hlo::Builder& b, Value diff, Value dist, Value p) {
   return pick_p(b, c.is0, b.broadcast_to(zero, a.dims()), r);
 }
 
-// x1 [B..., P, M] and x2 [B..., R, M] with their batch dims broadcast.
+// ATen's infer_size of two shapes, with its error.
+Dims broadcast_batch(const Context& cx, const Dims& a, const Dims& o) {
+  size_t n = std::max(a.size(), o.size());
+  Dims full(n);
+  for (size_t i = 0; i < n; ++i) {  // aligned from the right
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1, db = i < o.size() ? o[o.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      cx.fail("The size of tensor a (" + std::to_string(da) + ") must match the size of tensor b (" +
+              std::to_string(db) + ") at non-singleton dimension " + std::to_string(n - 1 - i));
+    full[n - 1 - i] = da == 1 ? db : da;
+  }
+  return full;
+}
+
+// x1 [B..., P, M] and x2 [B..., R, M] with their batch dims broadcast
+// (infer_size's error when they do not).
 std::pair<Value, Value> cdist_operands(Context& cx, Value x1, Value x2) {
   auto& b = cx.b;
-  if (x1.rank() < 2 || x2.rank() < 2) cx.fail("cdist only supports at least 2D tensors");
-  if (x1.dims().back() != x2.dims().back()) cx.fail("X1 and X2 must have the same number of columns.");
   Dims b1(x1.dims().begin(), x1.dims().end() - 2), b2(x2.dims().begin(), x2.dims().end() - 2);
-  Dims batch = hlo::broadcast_shapes(b1, b2);
+  Dims batch = broadcast_batch(cx, b1, b2);
   Dims d1 = batch, d2 = batch;
   d1.insert(d1.end(), x1.dims().end() - 2, x1.dims().end());
   d2.insert(d2.end(), x2.dims().end() - 2, x2.dims().end());
@@ -1149,19 +1055,60 @@ Value pair_diff(hlo::Builder& b, Value x1, Value x2) {
   return b.sub(b.broadcast_in_dim(x1, full, m1), b.broadcast_in_dim(x2, full, m2));
 }
 
-// _cdist_forward(x1, x2, p, compute_mode?) -> [B..., P, R]. For p = 2 with
-// compute_mode 1, or none/0 with more than 25 rows, CPU uses the matrix
-// product form sqrt(max(|x1|^2 + |x2|^2 - 2 x1.x2, 0)); so do we.
+// _cdist_forward(x1, x2, p, compute_mode?) -> [B..., P, R] of x1's dtype.
+// For p = 2 with compute_mode 1, or none/0 with more than 25 rows, CPU uses
+// the matrix product form sqrt(max(|x1|^2 + |x2|^2 - 2 x1.x2, 0)); so do we.
+// CPU's checks in its order: ranks, columns, floating dtypes, p >= 0, the
+// mode, the batch dims; then empty results, and the dtypes each path takes
+// (the product takes float16/bfloat16, the kernel does not).
 V cdist_forward(Context& cx) {
   auto& b = cx.b;
-  DType out = cx.result_type({0, 1}), t = hlo::opmath_type(out);
-  if (!hlo::is_floating(out)) cx.fail("cdist only supports floating-point dtypes");
-  auto [x1, x2] = cdist_operands(cx, cx.as(0, t), cx.as(1, t));
+  Value a1 = cx.tensor(0), a2 = cx.tensor(1);
+  for (size_t i : {0, 1})
+    if (cx.tensor(i).rank() < 2)
+      cx.fail("cdist only supports at least 2D tensors, X" + std::to_string(i + 1) +
+              " got: " + std::to_string(cx.tensor(i).rank()) + "D");
+  if (a1.dims().back() != a2.dims().back())
+    cx.fail("X1 and X2 must have the same number of columns. X1: " + std::to_string(a1.dims().back()) +
+            " X2: " + std::to_string(a2.dims().back()));
+  for (size_t i : {0, 1})
+    if (!hlo::is_floating(cx.tensor(i).dtype()))
+      cx.fail("cdist only supports floating-point dtypes, X" + std::to_string(i + 1) +
+              " got: " + std::string(hlo::scalar_type_name(cx.tensor(i).dtype())));
+  DType out = a1.dtype(), t = hlo::opmath_type(out);
   Value p = cx.as(2, t);
+  cx.check(b.compare(p, b.constant(0, t), "LT"), "cdist only supports non-negative p values", ErrorKind::Runtime);
   int64_t mode = cx.integer_or(3, 0);
+  if (mode < 0 || mode > 2) cx.fail("possible modes: 0, 1, 2, but was: " + std::to_string(mode));
+  auto [x1, x2] = cdist_operands(cx, cx.as(0, t), cx.as(1, t));
   int64_t k = x1.rank(), rp = x1.dims()[k - 2], rr = x2.dims()[k - 2];
+  Dims shape(x1.dims().begin(), x1.dims().end() - 1);
+  shape.push_back(rr);
+  if (numel(shape) == 0 || x1.dims().back() == 0) return {b.full(0, {out, shape})};
+  bool mm_able = mode == 1 || (mode == 0 && (rp > 25 || rr > 25));
+  Value is2 = p_cases(b, p).is2;
+  // p = 2 takes the product when mm_able, any other p the kernel, which
+  // dispatches on float and double only and reads x2 as x1's dtype
+  Value takes_product = mm_able ? is2 : b.constant(0, DType::Bool);
+  Value takes_kernel = b.not_(takes_product);
+  bool reduced = out == DType::F16 || out == DType::BF16;
+  if (reduced) {
+    if (!mm_able) refuse_dtype(cx, out, "cdist");
+    cx.check(takes_kernel, "\"cdist\" not implemented for '" + std::string(hlo::scalar_type_name(out)) + "'",
+             ErrorKind::NotImplemented);
+  }
+  if (a2.dtype() != out) {
+    std::string kernel = "expected scalar type " + std::string(hlo::scalar_type_name(out)) + " but found " +
+                         std::string(hlo::scalar_type_name(a2.dtype()));
+    if (!mm_able) cx.fail(kernel);
+    cx.check(takes_product,
+             "expected m1 and m2 to have the same dtype, but got: " + std::string(hlo::cpp_type_name(out)) +
+                 " != " + std::string(hlo::cpp_type_name(a2.dtype())),
+             ErrorKind::Runtime);
+    if (!reduced) cx.check(takes_kernel, kernel, ErrorKind::Runtime);
+  }
   Value r = p_distance(b, pair_diff(b, x1, x2), p);
-  if (mode == 1 || (mode == 0 && (rp > 25 || rr > 25))) {
+  if (mm_able) {
     Dims batch;
     for (int64_t i = 0; i < k - 2; ++i) batch.push_back(i);
     Value n1 = sum(b, b.mul(x1, x1), {k - 1}), n2 = sum(b, b.mul(x2, x2), {k - 1});
@@ -1172,7 +1119,7 @@ V cdist_forward(Context& cx) {
     Value sq = b.add(b.add(b.mul(b.constant(-2, t), dot), b.broadcast_in_dim(n1, full, keep1)),
                      b.broadcast_in_dim(n2, full, keep2));
     Value mm = b.sqrt(at_least(b, sq, b.constant(0, t)));
-    r = pick_p(b, p_cases(b, p).is2, mm, r);
+    r = pick_p(b, is2, mm, r);
   }
   return {b.convert(r, out)};
 }
@@ -1187,20 +1134,47 @@ Value cdist_grad(hlo::Builder& b, Value g, Value x1, Value x2, Value p, Value di
   return sum(b, b.mul(f, b.broadcast_in_dim(g, diff.dims(), keep)), {k - 2});
 }
 
-// _cdist_backward(grad, x1, x2, p, cdist) -> grad_x1
+// _cdist_backward(grad, x1, x2, p, cdist) -> grad_x1, shaped like x1
+// broadcast to the common batch dims (CPU leaves the batch reduction to
+// autograd). CPU's order: sizes -1 and -2 of x1 and x2 (IndexError), the
+// batch dims, empty operands (zeros like x1, any dtype), the dtype dispatch
+// on x1's float/double, then (unless p is 0) the other operands' dtypes. grad
+// and cdist are read as flat [B, P, R] buffers (their first B P R elements).
 V cdist_backward(Context& cx) {
   auto& b = cx.b;
-  Value self = cx.tensor(1);
-  DType out = self.dtype(), t = hlo::opmath_type(out);
+  Value self = cx.tensor(1), other = cx.tensor(2);
+  int64_t c1 = size_at(cx, self, -1);
+  size_at(cx, other, -1);
+  int64_t r1 = size_at(cx, self, -2), r2 = size_at(cx, other, -2);
+  Dims b1(self.dims().begin(), self.dims().end() - 2), b2(other.dims().begin(), other.dims().end() - 2);
+  Dims batch = broadcast_batch(cx, b1, b2);
+  DType out = self.dtype();
+  if (r1 == 0 || r2 == 0 || c1 == 0 || numel(batch) == 0) return {b.full(0, self.type)};
+  if (out != DType::F32 && out != DType::F64) refuse_dtype(cx, out, "cdist_backward");
+  DType t = out;
+  Value p = cx.as(3, t);
+  for (size_t i : {0, 2, 4})
+    if (cx.tensor(i).dtype() != out)
+      cx.check(b.compare(p, b.constant(0, t), "NE"),
+               "expected scalar type " + std::string(hlo::scalar_type_name(out)) + " but found " +
+                   std::string(hlo::scalar_type_name(cx.tensor(i).dtype())),
+               ErrorKind::Runtime);
+  if (other.dims().back() != c1) cx.fail("X1 and X2 must have the same number of columns.");
   auto [x1, x2] = cdist_operands(cx, cx.as(1, t), cx.as(2, t));
-  Value r = cdist_grad(b, cx.as(0, t), x1, x2, cx.as(3, t), cx.as(4, t));
-  // sum over batch dims x1 was broadcast along
-  Dims red;
-  int64_t lead = r.rank() - self.rank();
-  for (int64_t i = 0; i < r.rank() - 2; ++i)
-    if (i < lead || self.dims()[i - lead] != r.dims()[i]) red.push_back(i);
-  if (!red.empty()) r = b.reshape(sum(b, r, red), self.dims());
-  return {b.convert(r, out)};
+  Dims pairs = batch;
+  pairs.insert(pairs.end(), {r1, r2});
+  auto flat = [&](size_t i, const char* name) {
+    Value v = cx.as(i, t);
+    int64_t have = v.type.numel(), need = numel(pairs);
+    if (have < need)  // CPU would read past its end
+      cx.fail(std::string(name) + " of shape " + dims_str(v.dims()) + " does not hold " + dims_str(pairs));
+    if (v.dims() == pairs) return v;
+    v = b.reshape(v, {have});
+    if (have > need) v = b.slice(v, {0}, {need}, {1});
+    return b.reshape(v, pairs);
+  };
+  Value g = flat(0, "grad"), dist = flat(4, "cdist");
+  return {b.convert(cdist_grad(b, g, x1, x2, p, dist), out)};
 }
 
 // Row i and column j (i < j) of each condensed pair position k of n rows:
@@ -1380,9 +1354,6 @@ std::vector<Entry> nn_lowerings() {
       {"aten::_log_softmax", log_softmax, Traits().out_dtype_same()},
       {"aten::_softmax_backward_data", softmax_backward},
       {"aten::_log_softmax_backward_data", log_softmax_backward},
-      {"aten::native_layer_norm", native_layer_norm},
-      {"aten::native_layer_norm_backward", native_layer_norm_backward},
-      {"aten::_native_batch_norm_legit_no_training", batch_norm_no_training},
       {"aten::nll_loss_forward", nll_loss_forward},
       {"aten::nll_loss_backward", nll_loss_backward},
       {"aten::nll_loss2d_forward", nll_loss_forward},

@@ -149,17 +149,32 @@ struct Problem {
   std::vector<DimTaps> dims;  // per grid component
 };
 
-Problem setup(Context& cx, size_t input_i, size_t grid_i, size_t mode_i, int64_t k) {
+// CPU's checks in its order: the batch sizes (size(0) of a 0-d tensor is an
+// IndexError), the grid's last size, non-empty spatial dims, the ranks, the
+// dtype dispatch of `kernel` (floating only), then grid read as input's dtype.
+Problem setup(Context& cx, size_t input_i, size_t grid_i, size_t mode_i, int64_t k, const std::string& kernel) {
   auto& b = cx.b;
   Value in = cx.tensor(input_i), grid = cx.tensor(grid_i);
   int64_t mode = cx.integer(mode_i), padding = cx.integer(mode_i + 1);
   bool align = cx.flag(mode_i + 2);
+  if (size_at(cx, in, 0) != size_at(cx, grid, 0))
+    cx.fail("grid_sampler(): expected grid and input to have same batch size, but got input with sizes " +
+            dims_str(in.dims()) + " and grid with sizes " + dims_str(grid.dims()));
+  if (size_at(cx, grid, -1) != in.rank() - 2)
+    cx.fail("grid_sampler(): expected grid to have size " + std::to_string(in.rank() - 2) +
+            " in last dimension, but got grid with sizes " + dims_str(grid.dims()));
+  for (int64_t i = 2; i < in.rank(); ++i)
+    if (in.dims()[i] <= 0)
+      cx.fail("grid_sampler(): expected input to have non-empty spatial dimensions, but input has sizes " +
+              dims_str(in.dims()) + " with dimension " + std::to_string(i) + " being empty");
   if (in.rank() != k + 2 || grid.rank() != k + 2)
-    cx.fail("grid_sampler(): expected " + std::to_string(k + 2) + "D input and grid");
-  if (grid.dims().back() != k)
-    cx.fail("grid_sampler(): expected grid to have size " + std::to_string(k) + " in last dimension");
-  if (grid.dims()[0] != in.dims()[0]) cx.fail("grid_sampler(): expected grid and input to have same batch size");
-  if (in.dtype() != grid.dtype()) cx.fail("grid_sampler(): expected input and grid to have same dtype");
+    cx.fail("grid_sampler(): expected " + std::to_string(k + 2) +
+            "D input and grid with same number of dimensions, but got input with sizes " + dims_str(in.dims()) +
+            " and grid with sizes " + dims_str(grid.dims()));
+  floating_kernel(cx, in.dtype(), kernel);
+  if (in.dtype() != grid.dtype())
+    cx.fail("expected scalar type " + std::string(hlo::scalar_type_name(in.dtype())) + " but found " +
+            std::string(hlo::scalar_type_name(grid.dtype())));
   if (mode < 0 || mode > 2 || (k == 3 && mode == kBicubic)) cx.fail("grid_sampler(): unsupported interpolation mode");
   if (padding < 0 || padding > 2) cx.fail("grid_sampler(): unsupported padding mode");
   Problem pr;
@@ -248,7 +263,7 @@ Value to_output(hlo::Builder& b, const Problem& pr, Value x, DType dtype) {
 // grid_sampler_{2,3}d(input, grid, interpolation_mode, padding_mode, align_corners)
 V grid_sampler(Context& cx, int64_t k) {
   auto& b = cx.b;
-  Problem pr = setup(cx, 0, 1, 2, k);
+  Problem pr = setup(cx, 0, 1, 2, k, k == 2 ? "grid_sampler_2d_cpu_kernel_impl" : "grid_sampler3d_cpu");
   Value acc;
   bool first = true;
   for (const Corner& c : corners(b, pr)) {
@@ -264,7 +279,8 @@ V grid_sampler(Context& cx, int64_t k) {
 V grid_sampler_backward(Context& cx, int64_t k) {
   auto& b = cx.b;
   Value in = cx.tensor(1), grid = cx.tensor(2);
-  Problem pr = setup(cx, 1, 2, 3, k);
+  Problem pr =
+      setup(cx, 1, 2, 3, k, k == 2 ? "grid_sampler_2d_backward_cpu_kernel_impl" : "grid_sampler_3d_backward_cpu");
   // grad_output [N, C, out...] -> [N, Ot, C]
   Dims perm = {0};
   for (int64_t i = 0; i < k; ++i) perm.push_back(i + 2);

@@ -548,3 +548,222 @@ def test_out_of_a_castable_dtype_is_accepted_where_cpu_accepts_it(case):
 )
 def test_index_into_an_empty_dim_raises(case):
     _same_error_as_cpu(case)
+
+
+def _bn(d, x, w=None, b=None, rm=None, rv=None, train=True):
+    return A.native_batch_norm(x, w, b, rm, rv, train, 0.1, 1e-5)
+
+
+# Norm lowerings: CPU's checks in its kernels' order (rank, running stats
+# pairing, dtype dispatch, mixed-type rule, shapes).
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: _bn(d, _t(d), train=False),
+        lambda d: _bn(d, _t(d, 3, dtype=torch.int64)),
+        lambda d: _bn(d, _t(d, 3, dtype=torch.int64), train=False),
+        lambda d: _bn(d, _t(d, 3), rm=_t(d, 3), train=False),
+        lambda d: _bn(d, _t(d, 2, 3, dtype=torch.complex64), rm=_t(d, 3), rv=_t(d, 3)),
+        lambda d: _bn(d, _t(d, 2, 3), w=_t(d, 3, dtype=torch.float64), rm=_t(d, 3), rv=_t(d, 3)),
+        lambda d: _bn(d, _t(d, 2, 3, dtype=torch.float64), w=_t(d, 3), rm=_t(d, 3), rv=_t(d, 3)),
+        lambda d: _bn(d, _t(d, 2, 3), w=_t(d, 3), rm=_t(d, 3, dtype=torch.float64), rv=_t(d, 3)),
+        lambda d: _bn(d, torch.zeros(0, 3, device=d), rm=_t(d, 3), rv=_t(d, 3)),
+        lambda d: _bn(d, _t(d, 2, 3), rm=_t(d, 3), rv=_t(d, 1, 3), train=False),
+        lambda d: A._native_batch_norm_legit(_t(d, 2, 3), None, None, None, _t(d, 3), True, 0.1, 1e-5),
+        lambda d: A._native_batch_norm_legit_no_training(_t(d, 2), None, None, _t(d, 2), _t(d, 2), 0.1, 1e-5),
+        lambda d: A._native_batch_norm_legit.no_stats(_t(d, 2, 2, dtype=torch.bool), None, None, True, 0.1, 1e-5),
+        lambda d: A.native_group_norm(_t(d, 3, 4, dtype=torch.int64), None, None, 1, 4, 2, 1, 0.3),
+        lambda d: A.native_group_norm(_t(d, 3, 4), None, None, 3, 4, 1, 3, 0.3),
+        lambda d: A.native_group_norm(_t(d, 3, 4), _t(d, 1, 4), None, 3, 4, 1, 2, 0.3),
+        lambda d: A.native_group_norm(_t(d, 3, 4), None, None, 1, 4, 2, 1, 0.3),
+        lambda d: A.native_group_norm(
+            _t(d, 3, 4, dtype=torch.float16), _t(d, 4), _t(d, 4, dtype=torch.float16), 3, 4, 1, 2, 0.3
+        ),
+        lambda d: A.native_group_norm_backward(
+            *[_t(d, 3, 3, 3, dtype=torch.bool)] * 4, _t(d, 3, dtype=torch.bool), 3, 3, 3, 1, [True, True, True]
+        ),
+        lambda d: A.native_group_norm_backward(
+            _t(d, 4, 2, 3), _t(d, 4, 2, 3), _t(d, 4, 1), _t(d, 4, 1), None, 4, 2, 3, 1, [True, True, True]
+        ),
+        lambda d: A.native_layer_norm(_t(d, 3, 2, dtype=torch.complex64), [2], None, None, 0.3),
+        lambda d: A.native_layer_norm(_t(d, 2, 2), [2], _t(d, 2, 2), None, 0.3),
+        lambda d: A.native_layer_norm(_t(d, 2, 1), [2, 1], None, _t(d, 1), 0.3),
+        lambda d: A.native_layer_norm(
+            _t(d, 2, 1, 1, dtype=torch.int64), [1], _t(d, 1, dtype=torch.complex128), None, 0.3
+        ),
+        lambda d: A.native_layer_norm(_t(d, 2, 3), [], None, None, 0.3),
+        lambda d: A.native_layer_norm_backward(
+            _t(d, 2, 3), _t(d, 2, 3), [3], _t(d, 2, 1), _t(d, 2, 1), _t(d, 3), None, [True, True, True]
+        ),
+    ],
+    ids=[
+        "bn_rank0",
+        "bn_rank1_long_train",
+        "bn_rank1_long_eval",
+        "bn_rank1_one_stat_eval",
+        "bn_complex",
+        "bn_mixed_double_weight",
+        "bn_mixed_double_input",
+        "bn_stat_dtype",
+        "bn_empty_train",
+        "bn_stat_rank",
+        "bn_legit_none_stat",
+        "bn_no_training_rank1",
+        "bn_no_stats_bool",
+        "gn_long",
+        "gn_groups",
+        "gn_weight_shape",
+        "gn_numel",
+        "gn_mixed",
+        "gn_backward_bool",
+        "gn_backward_no_weight",
+        "ln_complex",
+        "ln_weight_shape",
+        "ln_bias_shape",
+        "ln_mixed",
+        "ln_empty_shape",
+        "ln_backward_no_bias",
+    ],
+)
+def test_norm_errors_match_cpu(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # CPU reads the first C elements of a longer or reshaped parameter
+        lambda d: _bn(d, _t(d, 2, 3), w=_t(d, 1, 3), rm=_t(d, 5), rv=_t(d, 4) + 1),
+        lambda d: _bn(d, _t(d, 2, 3), b=_t(d, 2, 3), rm=_t(d, 3), rv=_t(d, 3) + 1, train=False),
+        # eval of an empty input returns before reading size(1)
+        lambda d: _bn(
+            d, torch.zeros(0, device=d), rm=torch.zeros(0, device=d), rv=torch.ones(0, device=d), train=False
+        ),
+        # group norm reads the input as a flat [N, C, HxW] buffer
+        lambda d: A.native_group_norm(_t(d, 3, 4), None, None, 3, 2, 2, 1, 0.3),
+        lambda d: A.native_group_norm(_t(d, 4), None, None, 1, 4, 1, 2, 0.3),
+        # mean 0, rstd NaN over an empty normalized shape
+        lambda d: A.native_layer_norm(torch.zeros(0, 4, device=d), [0, 4], None, None, 1.4),
+        lambda d: A.native_layer_norm_backward(
+            _t(d, 3), _t(d, 3), [3], _t(d, 3), _t(d, 3) + 1, _t(d, 3), None, [True, True, False]
+        )[:2],
+    ],
+    ids=["bn_long_stats", "bn_eval_2d_bias", "bn_eval_empty", "gn_flat", "gn_rank1", "ln_empty", "ln_backward_rows"],
+)
+def test_norm_values_match_cpu(case):
+    want, got = case("cpu"), case(TPU)
+    for w, g in zip(want, got):
+        g = g.cpu()
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, equal_nan=True)
+
+
+# cdist: CPU's checks in its order (ranks, columns, dtypes, p, mode, batch;
+# the backward reads sizes first, so low ranks are IndexError).
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A._cdist_forward(_t(d, 3, dtype=torch.int64), _t(d, 2, 3), 2.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3, dtype=torch.int16), 2.0, 3),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3), 2.0, 3),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3), -1.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3), _t(d, 2, 3, dtype=torch.float64), 1.0, None),
+        lambda d: A._cdist_forward(_t(d, 30, 3), _t(d, 2, 3, dtype=torch.float64), 2.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3, dtype=torch.float16), _t(d, 2, 3, dtype=torch.float16), 2.0, None),
+        lambda d: A._cdist_forward(_t(d, 2, 3, dtype=torch.float16), _t(d, 2, 3, dtype=torch.float16), 1.0, 1),
+        lambda d: A._cdist_forward(_t(d, 2, 2, 3), _t(d, 3, 2, 3), 2.0, None),
+        lambda d: A._cdist_backward(_t(d, 3), _t(d, 3), _t(d, 1), 0.6, _t(d, 3)),
+        lambda d: A._cdist_backward(_t(d), _t(d), _t(d), 0.6, _t(d)),
+        lambda d: A._cdist_backward(*[_t(d, 4, 4, dtype=torch.bool)] * 3, 0.5, _t(d, 4, 4, dtype=torch.bool)),
+        lambda d: A._cdist_backward(_t(d, 2, 2), _t(d, 2, 3, dtype=torch.float16), _t(d, 2, 3), 0.9, _t(d, 2, 2)),
+        lambda d: A._cdist_backward(_t(d, 2, 2), _t(d, 2, 3, dtype=torch.float64), _t(d, 2, 3), 0.9, _t(d, 2, 2)),
+    ],
+    ids=[
+        "fw_rank",
+        "fw_int_x2",
+        "fw_mode",
+        "fw_negative_p",
+        "fw_mixed_kernel",
+        "fw_mixed_product",
+        "fw_half_kernel",
+        "fw_half_p1_mode1",
+        "fw_batch",
+        "bw_rank1",
+        "bw_rank0",
+        "bw_bool",
+        "bw_half",
+        "bw_mixed",
+    ],
+)
+def test_cdist_errors_match_cpu(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A._cdist_forward(torch.zeros(0, 3, device=d), _t(d, 2, 3, dtype=torch.float64), 2.0, None),
+        # the gradient keeps x1's broadcast batch dims; grad is read flat
+        lambda d: A._cdist_backward(_t(d, 2, 2, 2), _t(d, 1, 2, 3), _t(d, 2, 2, 3) * 2, 0.5, _t(d, 2, 2, 2) + 1),
+        lambda d: A._cdist_backward(_t(d, 4), _t(d, 2, 3), _t(d, 2, 3) * 2, 1.5, _t(d, 2, 2) + 1),
+        lambda d: A._cdist_backward(_t(d, 2, 2), _t(d, 2, 3, dtype=torch.float64), _t(d, 2, 3), 0.0, _t(d, 2, 2)),
+        lambda d: A._cdist_backward(
+            torch.zeros(0, 2, dtype=torch.int64, device=d),
+            torch.zeros(0, 3, dtype=torch.int64, device=d),
+            _t(d, 2, 3, dtype=torch.int64),
+            0.5,
+            torch.zeros(0, 2, dtype=torch.int64, device=d),
+        ),
+    ],
+    ids=["fw_empty_mixed", "bw_batch", "bw_flat_grad", "bw_p0_mixed", "bw_empty_long"],
+)
+def test_cdist_values_match_cpu(case):
+    want, got = case("cpu"), case(TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
+
+
+# grid_sampler: sizes read before the rank check (IndexError for 0-d), the
+# dtype dispatch of CPU's kernels.
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.grid_sampler_2d(_t(d), _t(d), 0, 0, True),
+        lambda d: A.grid_sampler_3d(_t(d, 2), _t(d), 0, 0, True),
+        lambda d: A.grid_sampler_2d(
+            _t(d, 1, 1, 2, 2, dtype=torch.int64), _t(d, 1, 2, 2, 2, dtype=torch.int64), 0, 0, True
+        ),
+        lambda d: A.grid_sampler_2d(_t(d, 1, 1, 2, 2), _t(d, 1, 2, 2, 2, dtype=torch.float64), 0, 0, True),
+        lambda d: A.grid_sampler_2d(_t(d, 1, 1, 0, 2), _t(d, 1, 2, 2, 2), 0, 0, True),
+        lambda d: A.grid_sampler_2d_backward(_t(d), _t(d), _t(d), 0, 0, True, [True, True]),
+        lambda d: A.grid_sampler_2d_backward(
+            _t(d, 3, 9, 3, dtype=torch.bool),
+            _t(d, 3, 3, 2, 3, dtype=torch.bool),
+            _t(d, 3, 2, 3, 2, dtype=torch.bool),
+            0,
+            0,
+            True,
+            [True, True],
+        ),
+        lambda d: A.grid_sampler_3d_backward(
+            *[_t(d, 1, 1, 2, 2, 2, dtype=torch.int64)] * 2,
+            _t(d, 1, 2, 2, 2, 3, dtype=torch.int64),
+            0,
+            0,
+            True,
+            [True, True],
+        ),
+    ],
+    ids=[
+        "2d_zero_dim",
+        "3d_grid_zero_dim",
+        "2d_long",
+        "2d_mixed",
+        "2d_empty_spatial",
+        "2d_backward_zero_dim",
+        "2d_backward_bool",
+        "3d_backward_long",
+    ],
+)
+def test_grid_sampler_errors_match_cpu(case):
+    _same_error_as_cpu(case)
