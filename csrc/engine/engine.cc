@@ -102,7 +102,7 @@ runtime::BufferPtr Engine::scalar_buffer(const uint8_t* bytes, DType dtype, int 
     auto it = scalars_.find(key);
     if (it != scalars_.end()) return it->second;
   }
-  auto buf = client_->from_host(bytes, element_type(dtype), {}, device);
+  auto buf = client_->from_host(bytes, element_type(dtype), {}, device, /*counted=*/false);
   std::lock_guard<std::mutex> g(scalars_mu_);
   // Small: a value that changes every step (AdamW's bias corrections) makes a
   // new entry each time, and each cached buffer keeps per-use records in
@@ -143,7 +143,7 @@ CallResult Engine::run(const OpCall& call) {
         break;
       }
       case Signature::Param::Rng:
-        keep[i] = client_->from_host(call.args[p.index].rng, runtime::ElementType::U64, {2}, call.device);
+        keep[i] = client_->from_host(call.args[p.index].rng, runtime::ElementType::U64, {2}, call.device, false);
         break;
       case Signature::Param::Offset: {
         int64_t offset = refs[p.index]->view.offset;

@@ -347,7 +347,8 @@ int64_t Client::device_bytes_in_use(int device) const {
   return a.bytes_in_use;
 }
 
-BufferPtr Client::from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device) const {
+BufferPtr Client::from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device,
+                            bool counted) const {
   const PJRT_Api* api = plugin_->api();
   auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
   a.client = client_;
@@ -358,7 +359,7 @@ BufferPtr Client::from_host(const void* data, ElementType type, const std::vecto
   a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
   a.device = devices_.at(device);
   check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
-  int64_t bytes = element_bytes(type);
+  int64_t bytes = counted ? element_bytes(type) : 0;
   for (int64_t d : dims) bytes *= d;
   auto buffer = std::make_shared<Buffer>(plugin_, a.buffer, device, bytes);
   if (a.done_with_host_buffer) Event(plugin_, a.done_with_host_buffer).wait();

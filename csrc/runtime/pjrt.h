@@ -200,7 +200,11 @@ class Client {
 
   // Uploads dense row-major host data of element type `type`. The host
   // memory may be reused as soon as this returns.
-  BufferPtr from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device) const;
+  // `counted`: whether the buffer counts in DeviceMemory (false for the
+  // engine's own small buffers, such as cached runtime scalars, which are not
+  // tensor memory).
+  BufferPtr from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device,
+                      bool counted = true) const;
   // Compiles StableHLO text for one device. Throws Error (with the plugin's
   // diagnostic) if the text does not parse, verify or compile.
   std::unique_ptr<Executable> compile(const std::string& mlir, int device) const;

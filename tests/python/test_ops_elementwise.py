@@ -841,17 +841,7 @@ OUT_REFUSED = {
 }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n, marks=pytest.mark.xfail(reason="op-specific out dtype rule (bool only) not enforced", strict=True)
-        )
-        if n == "isposinf_into_float"
-        else n
-        for n in OUT_REFUSED
-    ],
-)
+@pytest.mark.parametrize("name", list(OUT_REFUSED))
 def test_out_refuses_lossy_cast_like_cpu(name):
     assert compare(OUT_REFUSED[name], make((3, 5), torch.float32)) is RuntimeError
 
