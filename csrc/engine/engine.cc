@@ -119,6 +119,12 @@ CallResult Engine::run(const OpCall& call) {
   const CachedProgram* program = cache_.get(key, [&] { return compile({&call}); }, &hit);
   if (hit) metrics_.cache_hit();
   const Signature& sig = program->signature;
+  for (const auto& c : sig.scalar_checks) {
+    const CallArg& a = call.args[c.arg];
+    if (a.kind == CallArg::Kind::Scalar && !a.host_tensor &&
+        lowering::scalar_overflows(a.scalar_bytes, a.scalar_dtype, c.fits))
+      throw lowering::LoweringError(call.op->name + ": " + c.message);
+  }
 
   // Bind the parameters in the signature's terms: distinct slots and tensor
   // references numbered as the builder numbered them.

@@ -30,6 +30,9 @@ std::string Signature::serialize() const {
   for (const auto& [p, r] : donations) o << ' ' << p << ':' << r;
   o << "\nchecks " << checks.size() << '\n';
   for (const auto& c : checks) o << int(c.kind) << ' ' << c.message.size() << ' ' << c.message << '\n';
+  o << "scalar_checks " << scalar_checks.size() << '\n';
+  for (const auto& c : scalar_checks)
+    o << c.call << ' ' << c.arg << ' ' << int(c.fits) << ' ' << c.message.size() << ' ' << c.message << '\n';
   return o.str();
 }
 
@@ -96,6 +99,16 @@ Signature Signature::deserialize(const std::string& text) {
     std::string message(static_cast<size_t>(len), '\0');
     if (!r.in.read(message.data(), len)) r.bad();
     s.checks.push_back({message, kind});
+  }
+  for (size_t n = r.count("scalar_checks"); n--;) {
+    int32_t call = static_cast<int32_t>(r.integer());
+    int32_t arg = static_cast<int32_t>(r.integer());
+    auto fits = static_cast<DType>(r.integer());
+    int64_t len = r.integer();
+    if (len < 0 || len > (1 << 20) || r.in.get() != ' ') r.bad();
+    std::string message(static_cast<size_t>(len), '\0');
+    if (!r.in.read(message.data(), len)) r.bad();
+    s.scalar_checks.push_back({call, arg, fits, message});
   }
   return s;
 }
@@ -240,6 +253,8 @@ void ProgramBuilder::add(const OpCall& call) {
     sig_.checks.push_back({c.message, c.kind});
     checks_.push_back(c.failed);
   }
+  for (const auto& c : cx.scalar_checks())
+    sig_.scalar_checks.push_back({calls_, static_cast<int32_t>(c.arg), c.fits, c.message});
   ++calls_;
 }
 

@@ -50,6 +50,14 @@ struct Signature {
   std::vector<hlo::TensorType> fresh_types;
   std::vector<int32_t> fresh_calls;  // the call that produced each fresh result
   std::vector<CheckInfo> checks;
+  // Checks of Python scalar arguments alone, made on the host before the run.
+  struct ScalarCheck {
+    int32_t call;
+    int32_t arg;
+    DType fits;
+    std::string message;
+  };
+  std::vector<ScalarCheck> scalar_checks;
   // (parameter, output) pairs: the slot's old buffer may be donated to the
   // output that overwrites it (the program aliases them).
   std::vector<std::pair<int32_t, int32_t>> donations;

@@ -71,6 +71,20 @@ struct Check {
   ErrorKind kind = ErrorKind::Index;
 };
 
+// A runtime check on a Python scalar argument alone (a value that must fit
+// the dtype the op computes in, c10's checked_convert rule): the engine
+// makes it on the host before the program runs, at no device cost, and
+// raises `message` as a RuntimeError.
+struct ScalarCheck {
+  size_t arg;
+  DType fits;
+  std::string message;
+};
+// Whether the scalar `bytes` of dtype `from` (as CallArg holds it) does not
+// fit dtype `to`: out of its range (NaN and infinities fit a float type,
+// NaN fits no integer type), or a nonzero imaginary part for a real `to`.
+bool scalar_overflows(const uint8_t* bytes, DType from, DType to);
+
 class Context {
  public:
   Context(hlo::Builder& b, std::vector<Arg> args, std::string_view op) : b(b), args_(std::move(args)), op_(op) {}
@@ -107,6 +121,10 @@ class Context {
     checks_.push_back({failed, std::move(message), kind});
   }
   const std::vector<Check>& checks() const { return checks_; }
+  void check_scalar(size_t arg, DType fits, std::string message) {
+    scalar_checks_.push_back({arg, fits, std::move(message)});
+  }
+  const std::vector<ScalarCheck>& scalar_checks() const { return scalar_checks_; }
 
   // Throws LoweringError("<op>: why") of `kind`.
   [[noreturn]] void fail(const std::string& why, ErrorKind kind = ErrorKind::Runtime) const;
@@ -117,6 +135,7 @@ class Context {
   std::vector<Arg> args_;
   std::string op_;
   std::vector<Check> checks_;
+  std::vector<ScalarCheck> scalar_checks_;
 };
 
 using LowerFn = std::vector<Value> (*)(Context&);

@@ -1,5 +1,6 @@
 // Elementwise arithmetic, comparison, logic and unary math.
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "lowering/families.h"
@@ -1069,27 +1070,6 @@ V clone(Context& cx) { return {cx.tensor(0)}; }
 
 // Whether the real rank-0 v lies outside what c10::overflows lets dtype t
 // hold; nullopt where no value of v's dtype can (nothing to check).
-std::optional<Value> overflows(hlo::Builder& b, Value v, DType t) {
-  DType vt = v.dtype();
-  if (vt == DType::Bool || t == DType::Bool || t == DType::F64) return std::nullopt;
-  auto outside = [&](double lo, double hi) {
-    return b.or_(b.compare(v, b.constant(lo, vt), "LT"), b.compare(v, b.constant(hi, vt), "GT"));
-  };
-  if (hlo::is_floating(t)) {
-    if (!hlo::is_floating(vt)) return std::nullopt;  // every int64 is within a float's range
-    double max = t == DType::F16 ? 65504.0 : t == DType::BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
-    Value inf = b.compare(b.abs(v), b.constant(INFINITY, vt), "EQ");
-    return b.and_(b.not_(inf), outside(-max, max));  // NaN and infinities fit
-  }
-  int bits = static_cast<int>(hlo::byte_size(t)) * 8;
-  bool uns = hlo::is_unsigned(t);
-  double hi = uns ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
-  double lo = uns ? 0 : -std::ldexp(1.0, bits - 1);
-  if (hlo::is_floating(vt)) return b.or_(is_nan(b, v), outside(lo, hi));
-  if (t == DType::I64) return std::nullopt;
-  return outside(uns ? -hi : lo, hi);  // non-strict unsigned: -255 fits uint8
-}
-
 // The type name c10's checked_convert prints (its own names for the integers).
 std::string checked_type_name(DType t) {
   switch (t) {
@@ -1108,25 +1088,53 @@ std::string checked_type_name(DType t) {
 
 }  // namespace
 
+bool scalar_overflows(const uint8_t* bytes, DType from, DType to) {
+  double re = 0, im = 0;
+  int64_t whole = 0;
+  bool integral = false;
+  if (from == DType::Bool) return false;
+  if (from == DType::I64) {
+    std::memcpy(&whole, bytes, 8);
+    integral = true;
+  } else if (from == DType::F64) {
+    std::memcpy(&re, bytes, 8);
+  } else if (from == DType::C64) {
+    float parts[2];
+    std::memcpy(parts, bytes, 8);
+    re = parts[0], im = parts[1];
+  } else {
+    return false;  // zero-dim host tensors keep their own dtype: no Python-number rule
+  }
+  if (to == DType::Bool) return false;
+  DType part = hlo::is_complex(to) ? hlo::real_type(to) : to;
+  auto fits = [&](double v) {
+    if (part == DType::F64) return true;
+    if (hlo::is_floating(part)) {
+      double max = part == DType::F16 ? 65504.0 : part == DType::BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+      return std::isnan(v) || std::isinf(v) || (v >= -max && v <= max);
+    }
+    int bits = static_cast<int>(hlo::byte_size(part)) * 8;
+    bool uns = hlo::is_unsigned(part);
+    double hi = uns ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+    double lo = uns ? 0 : -std::ldexp(1.0, bits - 1);
+    return !std::isnan(v) && v >= lo && v <= hi;
+  };
+  if (integral) {
+    if (hlo::is_floating(part) || part == DType::I64) return false;  // every int64 is within a float's range
+    int bits = static_cast<int>(hlo::byte_size(part)) * 8;
+    bool uns = hlo::is_unsigned(part);
+    int64_t hi = uns ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
+    int64_t lo = uns ? -hi : -(int64_t{1} << (bits - 1));  // non-strict unsigned: -255 fits uint8
+    return whole < lo || whole > hi;
+  }
+  if (!fits(re)) return true;
+  if (from == DType::C64) return hlo::is_complex(to) ? !fits(im) : im != 0;
+  return false;
+}
+
 void check_scalar_fits(Context& cx, size_t i, DType t) {
   if (cx.none(i) || cx.arg(i).kind != Arg::Kind::Scalar || t == DType::Bool) return;
-  auto& b = cx.b;
-  Value v = cx.tensor(i);
-  DType part = hlo::is_complex(t) ? hlo::real_type(t) : t;
-  std::vector<std::optional<Value>> bad;
-  if (hlo::is_complex(v.dtype())) {
-    Value re = b.real(v), im = b.imag(v);
-    bad.push_back(overflows(b, re, part));
-    bad.push_back(hlo::is_complex(t) ? overflows(b, im, part) : b.compare(im, b.constant(0, im.dtype()), "NE"));
-  } else {
-    bad.push_back(overflows(b, v, part));
-  }
-  std::optional<Value> any;
-  for (auto& x : bad)
-    if (x) any = any ? b.or_(*any, *x) : *x;
-  if (any)
-    cx.check(*any, "value cannot be converted to type " + checked_type_name(t) + " without overflow",
-             ErrorKind::Runtime);
+  cx.check_scalar(i, t, "value cannot be converted to type " + checked_type_name(t) + " without overflow");
 }
 
 std::vector<Entry> elementwise_lowerings() {

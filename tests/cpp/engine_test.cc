@@ -114,30 +114,19 @@ TEST(ProgramBuilder, TwoCallsGolden) {
   pb.add(t.c1);
   pb.add(t.c2);
   engine::Program p = pb.finish();
-  // x is one parameter (%1), read at offset %0 and written at offset %19;
-  // the mul reads the written value %20, and x's old buffer may be donated
-  // to the first result. The second result is add's check that alpha fits
-  // float32 (%14).
+  // x is one parameter (%1), read at offset %0 and written at offset %9; the
+  // mul reads the written value %10, and x's old buffer may be donated to
+  // the one result. add's check that alpha fits float32 is made on the host.
   EXPECT_EQ(p.module_text, R"(module @torch_pjrt {
-  func.func public @main(%0: tensor<i64>, %1: tensor<8xf32> {tf.aliasing_output = 0 : i32}, %3: tensor<4xf32>, %4: tensor<f64>, %19: tensor<i64>) -> (tensor<8xf32>, tensor<i1>) {
+  func.func public @main(%0: tensor<i64>, %1: tensor<8xf32> {tf.aliasing_output = 0 : i32}, %3: tensor<4xf32>, %4: tensor<f64>, %9: tensor<i64>) -> (tensor<8xf32>) {
     %2 = "stablehlo.dynamic_slice"(%1, %0) {slice_sizes = array<i64: 4>} : (tensor<8xf32>, tensor<i64>) -> tensor<4xf32>
-    %5 = "stablehlo.constant"() {value = dense<0x7FF0000000000000> : tensor<f64>} : () -> tensor<f64>
-    %6 = "stablehlo.abs"(%4) : (tensor<f64>) -> tensor<f64>
-    %7 = "stablehlo.compare"(%6, %5) {comparison_direction = #stablehlo<comparison_direction EQ>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f64>, tensor<f64>) -> tensor<i1>
-    %8 = "stablehlo.constant"() {value = dense<3.40282346638528860e+38> : tensor<f64>} : () -> tensor<f64>
-    %9 = "stablehlo.compare"(%4, %8) {comparison_direction = #stablehlo<comparison_direction GT>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f64>, tensor<f64>) -> tensor<i1>
-    %10 = "stablehlo.constant"() {value = dense<-3.40282346638528860e+38> : tensor<f64>} : () -> tensor<f64>
-    %11 = "stablehlo.compare"(%4, %10) {comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f64>, tensor<f64>) -> tensor<i1>
-    %12 = "stablehlo.or"(%11, %9) : (tensor<i1>, tensor<i1>) -> tensor<i1>
-    %13 = "stablehlo.not"(%7) : (tensor<i1>) -> tensor<i1>
-    %14 = "stablehlo.and"(%13, %12) : (tensor<i1>, tensor<i1>) -> tensor<i1>
-    %15 = "stablehlo.convert"(%4) : (tensor<f64>) -> tensor<f32>
-    %16 = "stablehlo.broadcast_in_dim"(%15) {broadcast_dimensions = array<i64>} : (tensor<f32>) -> tensor<4xf32>
-    %17 = "stablehlo.multiply"(%3, %16) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    %18 = "stablehlo.add"(%2, %17) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    %20 = "stablehlo.dynamic_update_slice"(%1, %18, %19) : (tensor<8xf32>, tensor<4xf32>, tensor<i64>) -> tensor<8xf32>
-    %21 = "stablehlo.multiply"(%20, %20) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    "func.return"(%21, %14) : (tensor<8xf32>, tensor<i1>) -> ()
+    %5 = "stablehlo.convert"(%4) : (tensor<f64>) -> tensor<f32>
+    %6 = "stablehlo.broadcast_in_dim"(%5) {broadcast_dimensions = array<i64>} : (tensor<f32>) -> tensor<4xf32>
+    %7 = "stablehlo.multiply"(%3, %6) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %8 = "stablehlo.add"(%2, %7) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %10 = "stablehlo.dynamic_update_slice"(%1, %8, %9) : (tensor<8xf32>, tensor<4xf32>, tensor<i64>) -> tensor<8xf32>
+    %11 = "stablehlo.multiply"(%10, %10) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    "func.return"(%11) : (tensor<8xf32>) -> ()
   }
 }
 )");
@@ -150,7 +139,9 @@ TEST(ProgramBuilder, TwoCallsGolden) {
   EXPECT_EQ(sig.params[3].kind, P::Scalar);
   EXPECT_EQ(sig.params[4].kind, P::Offset);
   EXPECT_EQ(sig.params[4].index, 2);  // the third tensor reference: c1's target
-  ASSERT_EQ(sig.checks.size(), 1u);
+  EXPECT_TRUE(sig.checks.empty());
+  ASSERT_EQ(sig.scalar_checks.size(), 1u);
+  EXPECT_EQ(sig.scalar_checks[0].arg, 2);
   ASSERT_EQ(sig.donations.size(), 1u);
   EXPECT_EQ(sig.donations[0], std::make_pair(1, 0));
 }
@@ -167,10 +158,11 @@ TEST(ProgramBuilder, TenCallsRunAsOneProgram) {
   for (int k = 0; k < 10; ++k) calls.push_back(add_(x, y, k, 8));  // x += k * y
   for (const auto& c : calls) pb.add(c);
   engine::Program p = pb.finish();
-  // One slot parameter per storage and one scalar per call; one result, and
-  // each call's check that its alpha fits float32.
+  // One slot parameter per storage and one scalar per call; one result (each
+  // call's check that its alpha fits float32 is made on the host).
   EXPECT_EQ(p.signature.params.size(), 12u);
-  EXPECT_EQ(p.signature.outputs.size(), 11u);
+  EXPECT_EQ(p.signature.outputs.size(), 1u);
+  EXPECT_EQ(p.signature.scalar_checks.size(), 10u);
   // Run it with the builder's parameters bound by hand, as the engine does.
   auto exe = e.client().compile(p.module_text, 0);
   std::vector<runtime::BufferPtr> keep;
@@ -196,6 +188,7 @@ TEST(Signature, RoundTrips) {
   pb.add(t.c2);
   engine::Signature sig = pb.finish().signature;
   sig.checks.push_back({"index 7 is out of bounds\nfor dim 0", lowering::ErrorKind::Index});
+  sig.scalar_checks.push_back({1, 3, DType::I8, "value cannot be converted to type int8_t without overflow"});
   sig.fresh_types.push_back({DType::I64, {2, 3}});
   sig.fresh_calls.push_back(1);
   sig.outputs.push_back({engine::Signature::Output::Fresh, 0});
