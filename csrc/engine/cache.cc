@@ -6,13 +6,18 @@ namespace torch_pjrt::engine {
 
 namespace {
 
-void push_string(std::vector<int64_t>& w, const std::string& s) {
-  w.push_back(static_cast<int64_t>(s.size()));
-  for (size_t i = 0; i < s.size(); i += 8) {
-    int64_t chunk = 0;
-    std::memcpy(&chunk, s.data() + i, std::min<size_t>(8, s.size() - i));
-    w.push_back(chunk);
+uint64_t fnv(const std::vector<int64_t>& w) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t x : w) {
+    h = (h ^ static_cast<uint64_t>(x)) * 1099511628211ull;
+    h ^= h >> 29;
   }
+  return h;
+}
+
+void push_string(std::vector<int64_t>& w, const std::string& s) {
+  std::vector<int64_t> words = string_words(s);
+  w.insert(w.end(), words.begin(), words.end());
 }
 
 void push_ref(std::vector<int64_t>& w, const TensorRef& r, SlotNumbering& slots, const std::string& op) {
@@ -36,7 +41,7 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, SlotNumbering& slots,
 
 void push_call(std::vector<int64_t>& w, const OpCall& call, SlotNumbering& slots) {
   const std::string& op = call.op->name;
-  push_string(w, op);
+  w.insert(w.end(), call.op->name_words.begin(), call.op->name_words.end());
   w.push_back(call.device);
   for (const CallArg& a : call.args) {
     w.push_back(static_cast<int64_t>(a.kind));
@@ -82,7 +87,7 @@ std::string ProgramKey::hex() const {
   return s;
 }
 
-std::vector<int64_t> plugin_identity(const runtime::Client& client) {
+int64_t plugin_identity(const runtime::Client& client) {
   std::vector<int64_t> w;
   push_string(w, client.platform_name());
   push_string(w, client.platform_version());
@@ -90,21 +95,17 @@ std::vector<int64_t> plugin_identity(const runtime::Client& client) {
   // Compile options differ between devices only by the device id, which
   // each call's words hold.
   push_string(w, runtime::compile_options_proto(0));
-  return w;
+  return static_cast<int64_t>(fnv(w));
 }
 
-void make_key(const std::vector<int64_t>& identity, const std::vector<const OpCall*>& calls, ProgramKey& key) {
+void make_key(int64_t identity, const OpCall* const* calls, size_t n, ProgramKey& key, SlotNumbering& slots) {
   std::vector<int64_t>& w = key.words;
-  w.assign(identity.begin(), identity.end());
-  SlotNumbering slots;
-  w.push_back(static_cast<int64_t>(calls.size()));
-  for (const OpCall* call : calls) push_call(w, *call, slots);
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t x : w) {
-    h = (h ^ static_cast<uint64_t>(x)) * 1099511628211ull;
-    h ^= h >> 29;
-  }
-  key.hash = h;
+  w.clear();
+  slots.clear();
+  w.push_back(identity);
+  w.push_back(static_cast<int64_t>(n));
+  for (size_t i = 0; i < n; ++i) push_call(w, *calls[i], slots);
+  key.hash = fnv(w);
 }
 
 const CachedProgram* ProgramCache::get(const ProgramKey& key, const Compile& compile, bool* hit) {

@@ -2,7 +2,7 @@
 //
 // A ProgramKey is a sequence of 64-bit words that determines a program
 // completely: the plugin's identity (platform, version, C API version) and
-// compile options, then for each call its ATen op name (as text, not a
+// compile options, hashed into one word, then for each call its ATen op name (as text, not a
 // pointer), device, argument kinds, the structure of every view (dtype,
 // sizes, strides, access path, storage size and which distinct storage it
 // is; not its offset) and the static arguments. Runtime values (scalars,
@@ -40,13 +40,16 @@ struct ProgramKey {
   std::string hex() const;
 };
 
-// The key's first words: what identifies the plugin and how it compiles.
-std::vector<int64_t> plugin_identity(const runtime::Client& client);
+// What identifies the plugin and how it compiles: its platform, platform
+// version, C API version and compile options, hashed into the one word that
+// begins every key (the same in every process).
+int64_t plugin_identity(const runtime::Client& client);
 
-// Builds the key of a sequence of calls into `key` (reusing its storage).
+// Builds the key of the `n` calls at `calls` into `key` and numbers their
+// distinct slots into `slots` (both cleared first, their storage reused).
 // Throws lowering::LoweringError for a view that reaches outside its storage
 // (programs would clamp it).
-void make_key(const std::vector<int64_t>& identity, const std::vector<const OpCall*>& calls, ProgramKey& key);
+void make_key(int64_t identity, const OpCall* const* calls, size_t n, ProgramKey& key, SlotNumbering& slots);
 
 // A compiled program and what its parameters and results are.
 struct CachedProgram {

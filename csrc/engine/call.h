@@ -8,7 +8,9 @@
 // parameters and never enter a program key.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,9 +50,22 @@ struct CallArg {
 using TensorRef = CallArg::TensorRef;
 
 // A registered op: its ATen name and lowering. Lives for the process.
+// A string as key words: its length, then its bytes 8 to a word.
+inline std::vector<int64_t> string_words(const std::string& s) {
+  std::vector<int64_t> w{static_cast<int64_t>(s.size())};
+  for (size_t i = 0; i < s.size(); i += 8) {
+    int64_t chunk = 0;
+    std::memcpy(&chunk, s.data() + i, std::min<size_t>(8, s.size() - i));
+    w.push_back(chunk);
+  }
+  return w;
+}
+
 struct OpDef {
-  OpDef(std::string name, lowering::LowerFn lower) : name(std::move(name)), lower(lower) {}
+  OpDef(std::string name, lowering::LowerFn lower)
+      : name(std::move(name)), name_words(string_words(this->name)), lower(lower) {}
   std::string name;  // "aten::add.Tensor"
+  std::vector<int64_t> name_words;  // string_words(name), as program keys hold it
   lowering::LowerFn lower;
   std::atomic<int64_t> calls{0};  // programs run for this op (metrics()["op_calls"])
 };

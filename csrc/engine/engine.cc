@@ -74,7 +74,9 @@ std::string Engine::load_error() {
 
 ProgramKey Engine::key_of(const OpCall& call) const {
   ProgramKey key;
-  make_key(identity_, {&call}, key);
+  SlotNumbering slots;
+  const OpCall* calls[] = {&call};
+  make_key(identity_, calls, 1, key, slots);
   return key;
 }
 
@@ -112,11 +114,48 @@ runtime::BufferPtr Engine::scalar_buffer(const uint8_t* bytes, DType dtype, int 
   return buf;
 }
 
+namespace {
+
+// What one run needs besides its result, kept per thread so that a small op
+// allocates nothing here once warm. Engine::run is not re-entered on a
+// thread (nothing it calls runs another op), and every buffer reference is
+// dropped before it returns, so no buffer outlives its call here.
+struct RunScratch {
+  ProgramKey key;
+  SlotNumbering numbering;
+  std::vector<const TensorRef*> refs;
+  std::vector<runtime::BufferPtr> keep, outs;
+  std::vector<PJRT_Buffer*> raw;
+  std::vector<int64_t> kept;
+  std::vector<runtime::Buffer*> donated;
+  std::vector<std::pair<Slot*, runtime::BufferPtr>> taken;
+
+  void release() {
+    keep.clear();
+    outs.clear();
+    taken.clear();
+  }
+};
+
+struct ReleaseOnExit {
+  RunScratch& s;
+  ~ReleaseOnExit() { s.release(); }
+};
+
+RunScratch& run_scratch() {
+  static thread_local RunScratch s;
+  return s;
+}
+
+}  // namespace
+
 CallResult Engine::run(const OpCall& call) {
-  static thread_local ProgramKey key;
-  make_key(identity_, {&call}, key);
+  RunScratch& s = run_scratch();
+  ReleaseOnExit release{s};
+  const OpCall* calls[] = {&call};
+  make_key(identity_, calls, 1, s.key, s.numbering);
   bool hit;
-  const CachedProgram* program = cache_.get(key, [&] { return compile({&call}); }, &hit);
+  const CachedProgram* program = cache_.get(s.key, [&] { return compile({&call}); }, &hit);
   if (hit) metrics_.cache_hit();
   const Signature& sig = program->signature;
   for (const auto& c : sig.scalar_checks) {
@@ -126,93 +165,97 @@ CallResult Engine::run(const OpCall& call) {
       throw lowering::LoweringError(call.op->name + ": " + c.message);
   }
 
-  // Bind the parameters in the signature's terms: distinct slots and tensor
-  // references numbered as the builder numbered them.
-  SlotNumbering numbering;
-  std::vector<const TensorRef*> refs;
-  for_each_ref(call, [&](const TensorRef& r, bool) {
-    numbering.index_of(r.slot);
-    refs.push_back(&r);
-  });
-  const std::vector<Slot*>& slots = numbering.slots();
-  std::vector<runtime::BufferPtr> keep(sig.params.size());
-  std::vector<PJRT_Buffer*> raw(sig.params.size());
+  // Bind the parameters in the signature's terms: distinct slots (numbered
+  // by make_key as the builder numbered them) and tensor references.
+  const std::vector<Slot*>& slots = s.numbering.slots();
+  s.refs.clear();
+  for_each_ref(call, [&](const TensorRef& r, bool) { s.refs.push_back(&r); });
+  s.keep.resize(sig.params.size());
+  s.raw.resize(sig.params.size());
   for (size_t i = 0; i < sig.params.size(); ++i) {
     const auto& p = sig.params[i];
     switch (p.kind) {
       case Signature::Param::Slot:
-        keep[i] = ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index]);
+        s.keep[i] = ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index]);
         break;
       case Signature::Param::Scalar: {
         const CallArg& a = call.args[p.index];
-        keep[i] = scalar_buffer(a.scalar_bytes, a.scalar_dtype, call.device);
+        s.keep[i] = scalar_buffer(a.scalar_bytes, a.scalar_dtype, call.device);
         break;
       }
       case Signature::Param::Rng:
-        keep[i] = client_->from_host(call.args[p.index].rng, runtime::ElementType::U64, {2}, call.device, false);
+        s.keep[i] = client_->from_host(call.args[p.index].rng, runtime::ElementType::U64, {2}, call.device, false);
         break;
       case Signature::Param::Offset: {
-        int64_t offset = refs[p.index]->view.offset;
-        keep[i] = scalar_buffer(reinterpret_cast<const uint8_t*>(&offset), DType::I64, call.device);
+        int64_t offset = s.refs[p.index]->view.offset;
+        s.keep[i] = scalar_buffer(reinterpret_cast<const uint8_t*>(&offset), DType::I64, call.device);
         break;
       }
     }
-    raw[i] = keep[i]->get();
+    s.raw[i] = s.keep[i]->get();
   }
 
   // Donate the old buffer of each storage the program overwrites when only
   // its slot and we hold it; the others stay (PJRT copies instead). Taken
   // last, after every read above, so this thread waits for no slot while
   // one of its own is pending.
-  std::vector<int64_t> kept;
-  std::vector<runtime::Buffer*> donated;
-  std::vector<std::pair<Slot*, runtime::BufferPtr>> taken;
+  s.kept.clear();
+  s.donated.clear();
   for (const auto& [param, out] : sig.donations) {
     Slot* slot = slots[sig.params[param].index];
-    if (slot->take_if_unshared(keep[param])) {
-      donated.push_back(keep[param].get());
-      taken.emplace_back(slot, keep[param]);
+    if (slot->take_if_unshared(s.keep[param])) {
+      s.donated.push_back(s.keep[param].get());
+      s.taken.emplace_back(slot, s.keep[param]);
     } else {
-      kept.push_back(param);
+      s.kept.push_back(param);
     }
   }
 
-  std::vector<runtime::BufferPtr> outs;
   try {
-    outs = program->exe->execute(raw, kept, donated);
+    program->exe->execute(s.raw, s.kept, s.donated, s.outs);
   } catch (const runtime::Error& e) {
-    for (auto& [slot, buffer] : taken) slot->restore(std::move(buffer));
+    for (auto& [slot, buffer] : s.taken) slot->restore(std::move(buffer));
     throw named(e, call.op->name);
   }
-  keep.clear();
-  metrics_.executed(static_cast<int64_t>(donated.size()));
+  s.keep.clear();
+  metrics_.executed(static_cast<int64_t>(s.donated.size()));
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
-  if (!outs.empty()) executor_.enqueued(outs[0]->ready_event(), call.op->name.c_str());
+  if (!s.outs.empty()) {
+    // Tracked by an output that stays alive when there is one: a written tensor.
+    size_t tracked = 0;
+    for (size_t i = 0; i < s.outs.size(); ++i)
+      if (sig.outputs[i].kind == Signature::Output::SlotWrite) {
+        tracked = i;
+        break;
+      }
+    executor_.enqueued(s.outs[tracked], call.op->name.c_str());
+  }
 
   CallResult result;
-  result.types = sig.fresh_types;
+  result.types = &sig.fresh_types;
   std::vector<PendingCheck> checks;
-  for (size_t i = 0; i < outs.size(); ++i) {
+  for (size_t i = 0; i < s.outs.size(); ++i) {
     const auto& sink = sig.outputs[i];
     if (sink.kind == Signature::Output::Fresh) {
-      result.buffers.push_back(outs[i]);
+      result.buffers.push_back(s.outs[i]);
     } else if (sink.kind == Signature::Output::SlotWrite) {
-      slots[sink.index]->set({outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
+      slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
     } else {
       const auto& c = sig.checks[sink.index];
-      checks.push_back({outs[i], c.message, c.kind});
+      checks.push_back({s.outs[i], c.message, c.kind});
     }
   }
-  taken.clear();  // the donated buffers' last references
+  s.taken.clear();  // the donated buffers' last references
 
   if (mode() == Mode::Debug) {
-    for (const auto& b : outs) {
+    auto wait = [&](const runtime::BufferPtr& b) {
       try {
         b->wait_ready();
       } catch (const runtime::Error& e) {
         throw named(e, call.op->name);
       }
-    }
+    };
+    for (const auto& b : s.outs) wait(b);
     for (const PendingCheck& c : checks) raise_if_failed(c, call.op->name);
   } else if (call.defer_checks) {
     result.checks = std::move(checks);

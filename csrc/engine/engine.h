@@ -46,7 +46,7 @@ enum class Mode { Debug, Strict, Fused };
 // order, with their types (results written to targets are already stored).
 struct CallResult {
   std::vector<runtime::BufferPtr> buffers;
-  std::vector<hlo::TensorType> types;
+  const std::vector<hlo::TensorType>* types = nullptr;  // the program's signature's, alive for the process
   using Check = PendingCheck;
   std::vector<Check> checks;  // only with OpCall::defer_checks
 };
@@ -119,7 +119,7 @@ class Engine {
   runtime::BufferPtr scalar_buffer(const uint8_t* bytes, DType dtype, int device);
 
   std::unique_ptr<runtime::Client> client_;
-  std::vector<int64_t> identity_;  // the first words of every key
+  int64_t identity_;  // the first word of every key
   std::atomic<Mode> mode_{Mode::Strict};
   ProgramCache cache_;
   Executor executor_;

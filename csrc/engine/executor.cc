@@ -8,11 +8,11 @@ void raise_if_failed(const PendingCheck& c, const std::string& op) {
   if (bad) throw CheckError(op.empty() ? c.message : op + ": " + c.message, c.kind);
 }
 
-void Executor::enqueued(runtime::Event done, const char* op) {
+void Executor::enqueued(const runtime::BufferPtr& output, const char* op) {
   bool full;
   {
     std::lock_guard<std::mutex> g(mu_);
-    in_flight_.emplace_back(std::move(done), op);
+    in_flight_.emplace_back(output, op);
     full = in_flight_.size() > kMaxInFlight;
   }
   if (full) await(kMaxInFlight / 2);
@@ -25,17 +25,17 @@ void Executor::add_checks(std::vector<PendingCheck> checks) {
 }
 
 void Executor::await(size_t keep) {
-  std::deque<std::pair<runtime::Event, const char*>> done;
+  std::vector<std::pair<runtime::BufferPtr, const char*>> alive;
   {
     std::lock_guard<std::mutex> g(mu_);
     while (in_flight_.size() > keep) {
-      done.push_back(std::move(in_flight_.front()));
+      if (runtime::BufferPtr b = in_flight_.front().first.lock()) alive.emplace_back(std::move(b), in_flight_.front().second);
       in_flight_.pop_front();
     }
   }
-  for (auto& [event, op] : done) {
+  for (auto& [buffer, op] : alive) {
     try {
-      event.wait();
+      buffer->wait_ready();
     } catch (const runtime::Error& e) {
       throw runtime::Error(e.code(), std::string(op) + " failed (reported at this sync point): " + e.what());
     }

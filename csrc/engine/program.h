@@ -80,6 +80,7 @@ class SlotNumbering {
  public:
   int index_of(Slot* slot);
   const std::vector<Slot*>& slots() const { return slots_; }
+  void clear() { slots_.clear(); }
 
  private:
   std::vector<Slot*> slots_;

@@ -250,12 +250,22 @@ Executable::~Executable() {
 
 std::vector<BufferPtr> Executable::execute(const std::vector<PJRT_Buffer*>& args, const std::vector<int64_t>& keep,
                                            const std::vector<Buffer*>& donated) const {
+  std::vector<BufferPtr> outs;
+  execute(args, keep, donated, outs);
+  return outs;
+}
+
+void Executable::execute(const std::vector<PJRT_Buffer*>& args, const std::vector<int64_t>& keep,
+                         const std::vector<Buffer*>& donated, std::vector<BufferPtr>& result) const {
   auto options = args_of<PJRT_ExecuteOptions>();
   options.non_donatable_input_indices = keep.data();
   options.num_non_donatable_input_indices = keep.size();
-  std::vector<PJRT_Buffer*> outputs(num_outputs_, nullptr);
+  constexpr int kInline = 8;
+  PJRT_Buffer* inline_outputs[kInline] = {};
+  std::vector<PJRT_Buffer*> many;
+  if (num_outputs_ > kInline) many.assign(num_outputs_, nullptr);
+  PJRT_Buffer** out_list = num_outputs_ > kInline ? many.data() : inline_outputs;
   PJRT_Buffer* const* arg_list = args.data();
-  PJRT_Buffer** out_list = outputs.data();
   auto a = args_of<PJRT_LoadedExecutable_Execute_Args>();
   a.executable = exe_;
   a.options = &options;
@@ -268,11 +278,11 @@ std::vector<BufferPtr> Executable::execute(const std::vector<PJRT_Buffer*>& args
     DeviceMemory::get().add(d->device_, -d->counted_);
     d->counted_ = 0;
   }
-  std::vector<BufferPtr> result;
-  result.reserve(outputs.size());
+  result.clear();
+  result.reserve(num_outputs_);
   std::call_once(sized_, [&] {
-    for (PJRT_Buffer* b : outputs) {
-      Buffer probe(plugin_, b, device_, 0);
+    for (int i = 0; i < num_outputs_; ++i) {
+      Buffer probe(plugin_, out_list[i], device_, 0);
       int64_t n = 0;
       try {
         n = probe.on_device_bytes();
@@ -282,9 +292,8 @@ std::vector<BufferPtr> Executable::execute(const std::vector<PJRT_Buffer*>& args
       output_bytes_.push_back(n);
     }
   });
-  for (size_t i = 0; i < outputs.size(); ++i)
-    result.push_back(std::make_shared<Buffer>(plugin_, outputs[i], device_, output_bytes_[i]));
-  return result;
+  for (int i = 0; i < num_outputs_; ++i)
+    result.push_back(std::make_shared<Buffer>(plugin_, out_list[i], device_, output_bytes_[i]));
 }
 
 // ---------------------------------------------------------------- Client

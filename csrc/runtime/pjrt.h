@@ -169,6 +169,10 @@ class Executable {
   // to each: no one may use a donated Buffer afterwards except to destroy it.
   std::vector<BufferPtr> execute(const std::vector<PJRT_Buffer*>& args, const std::vector<int64_t>& keep = {},
                                  const std::vector<Buffer*>& donated = {}) const;
+  // The same, with the outputs replacing the contents of `outs` (whose
+  // storage a caller on a hot path reuses).
+  void execute(const std::vector<PJRT_Buffer*>& args, const std::vector<int64_t>& keep,
+               const std::vector<Buffer*>& donated, std::vector<BufferPtr>& outs) const;
   int num_outputs() const { return num_outputs_; }
 
  private:

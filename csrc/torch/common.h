@@ -22,6 +22,8 @@ at::ScalarType to_torch(hlo::DType t);
 // The slot behind a tpu tensor's storage.
 inline Slot* slot_of(const at::Tensor& t) { return static_cast<Slot*>(t.storage().data_ptr().get_context()); }
 engine::ViewSpec view_of(const at::Tensor& t);
+// Writes t's view into `v`, reusing its storage.
+void view_into(const at::Tensor& t, engine::ViewSpec& v);
 inline engine::CallArg::TensorRef ref_of(const at::Tensor& t) { return {slot_of(t), view_of(t)}; }
 
 c10::Allocator* tpu_allocator();

@@ -60,12 +60,16 @@ at::ScalarType to_torch(hlo::DType t) {
   return table[static_cast<int>(t)];
 }
 
-engine::ViewSpec view_of(const at::Tensor& t) {
-  engine::ViewSpec v;
+void view_into(const at::Tensor& t, engine::ViewSpec& v) {
   v.dtype = to_hlo(t.scalar_type());
   v.sizes.assign(t.sizes().begin(), t.sizes().end());
   v.strides.assign(t.strides().begin(), t.strides().end());
   v.offset = t.storage_offset();
+}
+
+engine::ViewSpec view_of(const at::Tensor& t) {
+  engine::ViewSpec v;
+  view_into(t, v);
   return v;
 }
 

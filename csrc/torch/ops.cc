@@ -139,7 +139,8 @@ void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
   if (t.is_privateuseone()) {
     dc.see(t);
     a.kind = Kind::Tensor;
-    a.tensor = ref_of(t);
+    a.tensor.slot = slot_of(t);
+    view_into(t, a.tensor.view);
     return;
   }
   // A CPU scalar (Python number or zero-dim tensor) mixes with tpu tensors
@@ -161,6 +162,51 @@ void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
 }
 
 // ---------------------------------------------------------------- lowered ops
+
+// OpCalls reused per thread, one per nesting level of lowered kernels (a
+// kernel may run others: materialising a lazy conjugate, copying into out=),
+// so that a warm call allocates no argument storage.
+class PooledCall {
+ public:
+  PooledCall() {
+    if (t_depth == t_pool.size()) t_pool.push_back(std::make_unique<OpCall>());
+    call_ = t_pool[t_depth++].get();
+  }
+  ~PooledCall() {
+    reset(*call_);
+    --t_depth;
+  }
+  PooledCall(const PooledCall&) = delete;
+  OpCall& operator*() { return *call_; }
+  OpCall* operator->() { return call_; }
+
+ private:
+  // Back to a default OpCall, keeping the argument vectors' storage.
+  static void reset(OpCall& c) {
+    for (CallArg& a : c.args) {
+      a.kind = Kind::None;
+      a.tensor.slot = nullptr;
+      a.list.clear();
+      a.present.clear();
+      a.scalar_dtype = hlo::DType::F64;
+      a.host_tensor = false;
+      std::memset(a.scalar_bytes, 0, sizeof a.scalar_bytes);
+      a.i = 0;
+      a.ints.clear();
+      a.s.clear();
+      a.rng[0] = a.rng[1] = 0;
+    }
+    c.op = nullptr;
+    c.device = 0;
+    c.targets.clear();
+    c.defer_checks = false;
+  }
+  static thread_local std::vector<std::unique_ptr<OpCall>> t_pool;
+  static thread_local size_t t_depth;
+  OpCall* call_;
+};
+thread_local std::vector<std::unique_ptr<OpCall>> PooledCall::t_pool;
+thread_local size_t PooledCall::t_depth = 0;
 
 // Functional: results become new tensors (and, for ops that also update
 // some arguments, like batch norm's running stats, the lowering returns those
@@ -372,12 +418,13 @@ class LoweredKernel final : public c10::OperatorKernel {
         !(types_.size() > 2 &&
           lone_mask_put(args[0].toTensor(), args[1], args[2])))  // index_put(self, indices, values)
       expanded = expand_masks(args[0].toTensor(), args[1]);
-    OpCall call;
+    PooledCall pooled;
+    OpCall& call = *pooled;
     call.op = &def_;
     call.args.resize(types_.size() + (implicit_rng_ ? 1 : 0) + (contiguity_flag_ ? 1 : 0));
     DeviceCheck dc;
     const c10::IValue* generator = nullptr;
-    std::vector<at::Tensor> keep_alive;  // index tensors moved to tpu for this call
+    c10::SmallVector<at::Tensor, 2> keep_alive;  // index tensors moved to tpu for this call
     for (size_t i = 0; i < types_.size(); ++i) {
       const c10::IValue& v = i == 1 && !expanded.isNone() ? expanded : args[i];
       CallArg& a = call.args[i];
@@ -474,7 +521,7 @@ class LoweredKernel final : public c10::OperatorKernel {
       call.args.back().i = args[0].toTensor().is_contiguous();
     }
 
-    std::vector<at::Tensor> outs;
+    c10::SmallVector<at::Tensor, 4> outs;
     if (variant_ == Variant::Out)
       for (size_t k = 0; k < num_out_; ++k) outs.push_back(args[types_.size() + k].toTensor());
     // CPU's rule for the tensors an op writes: no two elements share memory
@@ -562,11 +609,10 @@ class LoweredKernel final : public c10::OperatorKernel {
     if (narrowed) {  // data-dependent sizes: the last result is the count
       Engine::get().read_result(r.buffers.at(r.buffers.size() - 1), &count, sizeof count, def_.name);
       r.buffers.pop_back();
-      r.types.pop_back();
     }
-    std::vector<at::Tensor> results;
+    c10::SmallVector<at::Tensor, 4> results;
     for (size_t k = 0; k < r.buffers.size(); ++k) {
-      const auto& t = r.types[k];
+      const auto& t = (*r.types)[k];
       results.push_back(new_tensor(t.dims, to_torch(t.dtype), dc.device, r.buffers[k]));
     }
     if (check_errors_ && args[check_errors_->first].toBool() && !results.empty())
