@@ -191,6 +191,14 @@ struct Traits {
   // structured and same-dtype kernels), not just one it can be cast to
   // (TensorIterator's type-promoting ops).
   bool out_same_dtype = false;
+  // Its out= form wants a bool or uint8 out tensor, checked first (any, all).
+  bool out_bool_or_byte = false;
+  // Its native out= kernel is no TensorIterator although it takes any out
+  // dtype the result casts to: it sizes the out tensor before it checks it.
+  bool out_sized_first = false;
+  // Its out= form is not resized: an out of another shape than the result's
+  // is refused (CPU's kernel sizes a squeezed view of it, then fails).
+  bool out_fixed_shape = false;
   // The in-place op this functional op computes when its name is not this
   // one's plus "_" (normal_ -> normal_functional).
   const char* in_place = nullptr;
@@ -241,6 +249,18 @@ struct Traits {
   }
   Traits& out_dtype_same() {
     out_same_dtype = true;
+    return *this;
+  }
+  Traits& out_dtype_bool() {
+    out_bool_or_byte = true;
+    return *this;
+  }
+  Traits& out_resized_first() {
+    out_sized_first = true;
+    return *this;
+  }
+  Traits& out_not_resized() {
+    out_fixed_shape = true;
     return *this;
   }
   Traits& in_place_form(const char* name) {

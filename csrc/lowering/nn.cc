@@ -1361,7 +1361,7 @@ std::vector<Entry> nn_lowerings() {
       {"aten::mse_loss", mse_loss},
       {"aten::mse_loss_backward", mse_loss_backward},
       {"aten::binary_cross_entropy", binary_cross_entropy},
-      {"aten::binary_cross_entropy_backward", binary_cross_entropy_backward},
+      {"aten::binary_cross_entropy_backward", binary_cross_entropy_backward, Traits().out_not_resized()},
       {"aten::native_dropout_backward", native_dropout_backward, Traits().out_dtype_same()},
       {"aten::leaky_relu", leaky_relu},
       {"aten::leaky_relu_backward", leaky_relu_backward},

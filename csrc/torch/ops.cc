@@ -398,6 +398,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       for (size_t i = 0; i < schema.arguments().size(); ++i)
         if (schema.arguments()[i].name() == "check_errors") check_errors_ = {i, traits_.check_errors_api};
     contiguity_flag_ = traits_.contiguity_flag;
+    const size_t dot = def_.name.find('.');
+    base_name_ = def_.name.substr(6, dot == std::string::npos ? std::string::npos : dot - 6);
     size_out_ = size_out_fn(traits_.out_sizing);
   }
 
@@ -407,7 +409,15 @@ class LoweredKernel final : public c10::OperatorKernel {
 
  private:
   void call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-    std::call_once(registered_, [this] { Engine::get().register_op(&def_); });
+    std::call_once(registered_, [&] {
+      Engine::get().register_op(&def_);
+      // A native CPU out= kernel built on TensorIterator (one that takes any
+      // out dtype the result casts to) checks the out tensor before it sizes
+      // it; cat, and generated out= wrappers (no CPU kernel of their own),
+      // size it first.
+      out_checked_first_ = variant_ == Variant::Out && !traits_.out_same_dtype && !traits_.out_sized_first &&
+                           op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+    });
     const size_t nargs = types_.size() + num_out_;
     auto args = torch::jit::last(*stack, nargs);
     if (size_out_) size_out_(args);
@@ -523,7 +533,12 @@ class LoweredKernel final : public c10::OperatorKernel {
 
     c10::SmallVector<at::Tensor, 4> outs;
     if (variant_ == Variant::Out)
-      for (size_t k = 0; k < num_out_; ++k) outs.push_back(args[types_.size() + k].toTensor());
+      for (size_t k = 0; k < num_out_; ++k) {
+        outs.push_back(args[types_.size() + k].toTensor());
+        TORCH_CHECK(!traits_.out_bool_or_byte || outs.back().scalar_type() == at::kBool ||
+                        outs.back().scalar_type() == at::kByte,
+                    base_name_, " only supports bool tensor for result, got: ", outs.back().scalar_type());
+      }
     // CPU's rule for the tensors an op writes: no two elements share memory
     // (out= tensors of the Out variant are checked once they are sized).
     if (check_overlap_) {
@@ -548,7 +563,10 @@ class LoweredKernel final : public c10::OperatorKernel {
         for (size_t i : written_)
           if (args[i].isTensor()) no_partial_overlap(args[i].toTensor());
       if (variant_ == Variant::Out)
-        for (size_t k = 0; k < num_out_; ++k) no_partial_overlap(args[types_.size() + k].toTensor());
+        for (size_t k = 0; k < num_out_; ++k) {
+          if (out_checked_first_) at::assert_no_internal_overlap(args[types_.size() + k].toTensor());
+          no_partial_overlap(args[types_.size() + k].toTensor());
+        }
       if (variant_ == Variant::OutDirect)
         for (size_t i = 0; i < types_.size(); ++i)
           if (out_index_[i] && args[i].isTensor()) no_partial_overlap(args[i].toTensor());
@@ -634,6 +652,8 @@ class LoweredKernel final : public c10::OperatorKernel {
                     " instead");
         TORCH_CHECK(at::canCast(results[k].scalar_type(), outs[k].scalar_type()), "result type ",
                     results[k].scalar_type(), " can't be cast to the desired output type ", outs[k].scalar_type());
+        TORCH_CHECK(!traits_.out_fixed_shape || outs[k].sizes() == results[k].sizes(), "output with shape ",
+                    outs[k].sizes(), " doesn't match the broadcast shape ", results[k].sizes());
         if (outs[k].sizes() != results[k].sizes())
           outs[k].resize_(results[k].sizes());
         else if (check_overlap_)
@@ -677,6 +697,8 @@ class LoweredKernel final : public c10::OperatorKernel {
   bool returns_bool_ = false;  // a Python bool (aten::equal)
   PrepareFn prepare_ = nullptr;
   bool expand_masks_ = false;
+  std::string base_name_;           // "any" for aten::any.dims
+  bool out_checked_first_ = false;  // set with registered_
 };
 
 bool has_list_out(const c10::FunctionSchema& s) {

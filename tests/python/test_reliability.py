@@ -535,6 +535,52 @@ def test_out_of_a_castable_dtype_is_accepted_where_cpu_accepts_it(case):
     torch.testing.assert_close(case(TPU).cpu(), case("cpu"))
 
 
+def _expanded(d):
+    return torch.zeros(1, 4, device=d).expand(2, 4)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.any(torch.ones(3, device=d), 0, out=_o(d, torch.float32)),
+        lambda d: torch.all(torch.ones(3, 2, device=d), out=_o(d, torch.complex64)),
+        # TensorIterator kernels check an expanded out before they resize it.
+        lambda d: torch.nn.functional.softplus(torch.ones(3, 4, device=d), out=_expanded(d)),
+        lambda d: torch.pow(torch.ones(3, 4, device=d), torch.ones(3, 4, device=d), out=_expanded(d)),
+        lambda d: torch.add(torch.ones(3, 4, device=d), 1, out=_expanded(d)),
+        # binary_cross_entropy_backward does not resize grad_input.
+        lambda d: torch.ops.aten.binary_cross_entropy_backward.grad_input(
+            torch.ones(4, 3, device=d),
+            torch.full((4, 3), 0.5, device=d),
+            torch.ones(4, 3, device=d),
+            torch.ones(3, device=d),
+            grad_input=_o(d, torch.float32),
+        ),
+    ],
+    ids=["any_float_out", "all_complex_out", "softplus_expanded", "pow_expanded", "add_expanded", "bce_backward"],
+)
+def test_out_rules_of_cpu_kernels(case):
+    _same_error_as_cpu(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.any(torch.ones(3, device=d), 0, out=_o(d, torch.uint8)),
+        # cat and generated out= wrappers resize an expanded out first.
+        lambda d: torch.cat([torch.ones(3, 4, device=d)], out=_expanded(d)),
+        lambda d: torch.ops.aten.__lshift__.Scalar_out(
+            torch.ones(3, 4, dtype=torch.int32, device=d),
+            1,
+            out=torch.zeros(1, 4, dtype=torch.int32, device=d).expand(2, 4),
+        ),
+    ],
+    ids=["any_uint8_out", "cat_expanded", "lshift_scalar_expanded"],
+)
+def test_out_accepted_where_cpu_accepts_it(case):
+    torch.testing.assert_close(case(TPU).cpu(), case("cpu"))
+
+
 @pytest.mark.parametrize(
     "case",
     [
