@@ -1,0 +1,112 @@
+// Marshalling: one schema argument (an IValue) into one engine CallArg.
+#include <cmath>
+#include <cstring>
+
+#include "torch/ops.h"
+
+namespace torch_pjrt::glue {
+
+using Kind = CallArg::Kind;
+
+std::string full_name(const c10::OperatorName& n) {
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+[[noreturn]] void device_mismatch(const at::Tensor& a, c10::DeviceIndex device) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+              static_cast<int>(device), " and ", a.device(), "!");
+}
+
+// ---------------------------------------------------------------- arguments
+
+ArgType arg_type(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType:
+      return ArgType::Tensor;
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::FloatType:
+      return ArgType::Scalar;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+      return ArgType::Int;
+    case c10::TypeKind::BoolType:
+      return ArgType::Bool;
+    case c10::TypeKind::ScalarTypeType:
+      return ArgType::DType;
+    case c10::TypeKind::StringType:
+      return ArgType::String;
+    case c10::TypeKind::GeneratorType:
+      return ArgType::Generator;
+    case c10::TypeKind::ListType: {
+      c10::TypePtr e = t->castRaw<c10::ListType>()->getElementType();
+      if (e->kind() == c10::TypeKind::TensorType) return ArgType::TensorList;
+      if (auto oe = e->cast<c10::OptionalType>())
+        if (oe->getElementType()->kind() == c10::TypeKind::TensorType) return ArgType::OptTensorList;
+      if (e->kind() == c10::TypeKind::IntType || e->kind() == c10::TypeKind::SymIntType) return ArgType::Ints;
+      if (e->kind() == c10::TypeKind::BoolType) return ArgType::Bools;
+      return ArgType::Ignore;
+    }
+    default:
+      return ArgType::Ignore;  // Layout, Device, MemoryFormat: no effect on the program
+  }
+}
+
+void set_scalar(CallArg& a, const c10::Scalar& s) {
+  a.kind = Kind::Scalar;
+  a.host_tensor = false;
+  if (s.isBoolean()) {
+    a.scalar_dtype = hlo::DType::Bool;
+    a.scalar_bytes[0] = s.toBool();
+  } else if (s.isIntegral(false)) {
+    a.scalar_dtype = hlo::DType::I64;
+    int64_t v = s.toLong();
+    std::memcpy(a.scalar_bytes, &v, 8);
+  } else if (s.isComplex()) {
+    // A Python complex travels as complex64 (8 bytes); only values whose parts
+    // are exact in float32 (1j, 0.5+2j, ...) so nothing is rounded.
+    c10::complex<double> z = s.toComplexDouble();
+    c10::complex<float> f(static_cast<float>(z.real()), static_cast<float>(z.imag()));
+    auto same = [](double d, float x) { return d == static_cast<double>(x) || (std::isnan(d) && std::isnan(x)); };
+    TORCH_CHECK_TYPE(same(z.real(), f.real()) && same(z.imag(), f.imag()), "torch_pjrt: complex scalar ", z,
+                     " is not supported on the tpu device (only complex scalars whose parts are exact float32 values)");
+    a.scalar_dtype = hlo::DType::C64;
+    std::memcpy(a.scalar_bytes, &f, 8);
+  } else {
+    a.scalar_dtype = hlo::DType::F64;
+    double v = s.toDouble();
+    std::memcpy(a.scalar_bytes, &v, 8);
+  }
+}
+
+void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
+  if (t.is_privateuseone()) {
+    dc.see(t);
+    a.kind = Kind::Tensor;
+    a.tensor.slot = slot_of(t);
+    view_into(t, a.tensor.view);
+    return;
+  }
+  // A CPU scalar (Python number or zero-dim tensor) mixes with tpu tensors
+  // as on CUDA; anything else is a device mismatch.
+  if (t.dim() == 0 && t.is_cpu()) {
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      set_scalar(a, t.item());
+    } else {
+      a.kind = Kind::Scalar;
+      a.host_tensor = true;
+      a.scalar_dtype = to_hlo(t.scalar_type());
+      TORCH_CHECK_TYPE(t.element_size() <= static_cast<int64_t>(sizeof a.scalar_bytes), "torch_pjrt: dtype ",
+                       t.scalar_type(), " is not supported as a CPU scalar on the tpu device");
+      std::memcpy(a.scalar_bytes, t.data_ptr(), t.element_size());
+    }
+    return;
+  }
+  device_mismatch(t, dc.device < 0 ? 0 : dc.device);
+}
+
+thread_local std::vector<std::unique_ptr<OpCall>> PooledCall::t_pool;
+thread_local size_t PooledCall::t_depth = 0;
+
+}  // namespace torch_pjrt::glue

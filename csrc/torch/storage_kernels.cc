@@ -1,0 +1,290 @@
+// Storage, view and copy kernels: the ops that change what a tensor views
+// (empty, as_strided, view, resize_, set_) or move bytes between host and
+// device (copy_, _copy_from, _local_scalar_dense), registered explicitly.
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/copy_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "torch/ops.h"
+
+namespace torch_pjrt::glue {
+namespace {
+
+using Kind = CallArg::Kind;
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin, std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
+  c10::DeviceIndex saved = current_device();
+  set_current_device(d);
+  at::Tensor t = at::detail::empty_generic(size, tpu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype), memory_format);
+  set_current_device(saved);
+  return t;
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin) {
+  c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
+  c10::DeviceIndex saved = current_device();
+  set_current_device(d);
+  at::Tensor t = at::detail::empty_strided_generic(
+      size, stride, tpu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
+  set_current_device(saved);
+  return t;
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+
+// Grows the storage when needed (keeping its bytes), then sets contiguous sizes.
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<at::MemoryFormat>) {
+  int64_t numel = c10::multiply_integers(size);
+  int64_t needed = (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size());
+  c10::Storage storage = self.storage();
+  if (numel > 0 && needed > static_cast<int64_t>(storage.nbytes())) {
+    Slot* old = slot_of(self);
+    std::vector<uint8_t> bytes(needed, 0);
+    if (old && old->has_buffer()) Engine::get().download(*old, bytes.data());
+    c10::DeviceIndex saved = current_device();
+    set_current_device(self.device().index());
+    c10::DataPtr fresh = tpu_allocator()->allocate(needed);
+    set_current_device(saved);
+    Slot* slot = static_cast<Slot*>(fresh.get_context());
+    if (old && old->has_buffer()) {
+      hlo::DType t = to_hlo(self.scalar_type());
+      if (needed % hlo::byte_size(t) != 0) t = hlo::DType::U8;
+      Engine::get().upload(*slot, bytes.data(), t);
+    }
+    storage.set_data_ptr_noswap(std::move(fresh));
+    storage.set_nbytes(needed);
+  }
+  self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes()) / static_cast<int64_t>(self.element_size());
+  return set_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+// May `self` take `from`'s data by `self.data = from`? TensorImpl's own rule
+// knows only the built-in dense backends, so CPU <-> tpu would be "no" and
+// nn.Module.to("tpu") would make new Parameters, untying shared weights.
+// Dense CPU and dense tpu tensors are compatible, as CPU and CUDA are.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    c10::DispatchKeySet ks = t.key_set();
+    return ks.has(c10::DispatchKey::Dense) && t.layout() == at::kStrided &&
+           (ks.has_backend(c10::BackendComponent::CPUBit) || ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+  };
+  return (dense(self) && dense(from)) || self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
+const engine::OpDef& op_def(const char* name) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::unique_ptr<engine::OpDef>> defs;
+  std::lock_guard<std::mutex> g(mu);
+  auto& d = defs[name];
+  if (!d) {
+    auto fn = lowering::find_lowering(name);
+    TORCH_INTERNAL_ASSERT(fn, "missing lowering ", name);
+    d = std::make_unique<engine::OpDef>(name, fn);
+    Engine::get().register_op(d.get());
+  }
+  return *d;
+}
+
+// Runs a one-tensor lowering (clone, copy) through the engine.
+engine::CallResult run_simple(const char* name, const std::vector<at::Tensor>& inputs, const at::Tensor* target) {
+  OpCall call;
+  call.op = &op_def(name);
+  call.device = inputs[0].device().index();
+  for (const auto& t : inputs) {
+    CallArg a;
+    a.kind = Kind::Tensor;
+    a.tensor = ref_of(t);
+    call.args.push_back(std::move(a));
+  }
+  if (target) call.targets.push_back(ref_of(*target));
+  return Engine::get().run(call);
+}
+
+}  // namespace
+
+at::Tensor apply_bits(const at::Tensor& t, bool conj, bool neg) {
+  at::Tensor r = t;
+  for (const char* name : {conj ? "aten::_conj_physical" : nullptr, neg ? "aten::neg" : nullptr}) {
+    if (!name || r.numel() == 0) continue;
+    auto res = run_simple(name, {r}, nullptr);
+    r = new_tensor(r.sizes(), r.scalar_type(), r.device().index(), res.buffers[0]);
+  }
+  if (r.is_same(t)) r = new_tensor(t.sizes(), t.scalar_type(), t.device().index());  // empty
+  return r;
+}
+
+namespace {
+
+// The bytes of a tpu tensor as a contiguous CPU tensor of the same dtype.
+at::Tensor to_cpu(const at::Tensor& src) {
+  at::Tensor whole = src;
+  engine::ViewSpec v = view_of(src);
+  Slot* slot = slot_of(src);
+  const int64_t storage_numel = static_cast<int64_t>(slot->nbytes) / src.element_size();
+  // A contiguous part of a storage of up to 64 MiB (a narrowed nonzero or
+  // unique result, a row): read the whole storage and slice it on the host,
+  // so no copy program is compiled per view size (per data-dependent count).
+  if (src.numel() > 0 && !v.covers(storage_numel) && v.is_contiguous() && v.offset + v.numel() <= storage_numel &&
+      slot->nbytes <= (int64_t{64} << 20)) {
+    at::Tensor host = at::empty({storage_numel}, src.options().device(at::kCPU));
+    Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
+    Engine::get().download(*slot, host.data_ptr());
+    return host.narrow(0, v.offset, v.numel()).view(src.sizes());
+  }
+  if (!v.covers(storage_numel)) {
+    auto r = run_simple("aten::clone", {src}, nullptr);
+    whole = new_tensor(src.sizes(), src.scalar_type(), src.device().index(), r.buffers[0]);
+    slot = slot_of(whole);
+  }
+  at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (out.numel() == 0) return out;
+  Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
+  Engine::get().download(*slot, out.data_ptr());
+  // Lazy conjugate/negative views keep their bit: the CPU resolves it.
+  if (src.is_conj()) out = out.conj();
+  if (src.is_neg()) out = out._neg_view();
+  return out;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  return translate_errors("aten::_copy_from", [&] {
+    if (dst.numel() == 0) return dst;
+    if (self.is_privateuseone() && dst.is_privateuseone()) {
+      // Raw values move; conjugate/negative bits that differ between self
+      // and dst are applied on the way (both are involutions).
+      bool conj = self.is_conj() != dst.is_conj(), neg = self.is_neg() != dst.is_neg();
+      if (self.device() == dst.device()) {
+        at::Tensor src = conj || neg ? apply_bits(self, conj, neg) : self;
+        run_simple("aten::copy", {dst, src}, &dst);
+        return dst;
+      }
+      at::Tensor moved = to_cpu(self).resolve_conj().resolve_neg();
+      if (dst.is_conj()) moved = moved.conj().resolve_conj();
+      if (dst.is_neg()) moved = moved.neg();
+      run_simple("aten::copy", {dst, moved.to(dst.device())}, &dst);
+      return dst;
+    }
+    if (dst.is_privateuseone()) {  // host -> device
+      at::Tensor host = self.resolve_conj().resolve_neg();
+      if (dst.is_conj()) host = host.conj().resolve_conj();
+      if (dst.is_neg()) host = host.neg();
+      host = host.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+      Slot* slot = slot_of(dst);
+      if (view_of(dst).covers(static_cast<int64_t>(slot->nbytes) / dst.element_size())) {
+        Engine::get().upload(*slot, host.data_ptr(), to_hlo(dst.scalar_type()));
+        return dst;
+      }
+      at::Tensor staged = new_tensor(dst.sizes(), dst.scalar_type(), dst.device().index());
+      Engine::get().upload(*slot_of(staged), host.data_ptr(), to_hlo(dst.scalar_type()));
+      run_simple("aten::copy", {dst, staged}, &dst);
+      return dst;
+    }
+    // device -> host
+    at::Tensor host = to_cpu(self);
+    const_cast<at::Tensor&>(dst).copy_(host);
+    return dst;
+  });
+}
+
+// copy_ into a lazy conjugate/negative view writes the raw values of its
+// storage: through the plain view, of src with the same bits applied. The
+// default copy_ would call _copy_from, whose schema does not mark `dst` as
+// written, so the Conjugate/Negative fallbacks would hand it a clone and the
+// write would be lost.
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (!self.is_same(src)) at::assert_no_internal_overlap(self);  // as CPU's copy kernel
+  if (!self.is_conj() && !self.is_neg()) return at::native::copy_(self, src, non_blocking);
+  at::Tensor raw = self, from = src;
+  if (self.is_conj()) raw = raw.conj(), from = from.conj();
+  if (self.is_neg()) raw = raw._neg_view(), from = from._neg_view();
+  raw.copy_(from, non_blocking);
+  return self;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) const_cast<at::Tensor&>(dst).resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  return translate_errors("aten::_local_scalar_dense", [&] { return to_cpu(self).item(); });
+}
+
+// scaled_dot_product_attention asks which fused kernel to use; the math
+// path decomposes into matmul, softmax and dropout, which are all lowered
+// (and differentiable), so XLA sees and fuses the whole attention.
+int64_t fused_sdp_choice(const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                         double, bool, std::optional<double>, bool) {
+  return 0;  // sdp::SDPBackend::math
+}
+
+}  // namespace
+}  // namespace torch_pjrt::glue
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace torch_pjrt::glue;
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", as_strided);
+  m.impl("view", view);
+  // Metadata-only views that reinterpret a complex storage as (real, imag)
+  // pairs and back; the engine re-types a storage's buffer when it is read
+  // with another dtype.
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("unfold", unfold);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("_copy_from", copy_from);
+  m.impl("copy_", copy_);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_fused_sdp_choice", fused_sdp_choice);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
