@@ -104,6 +104,45 @@ std::string literal(double v, DType t) {
   return bits;
 }
 
+std::string_view sum_op(DType t) { return t == DType::Bool ? "stablehlo.or" : "stablehlo.add"; }
+std::string_view product_op(DType t) { return t == DType::Bool ? "stablehlo.and" : "stablehlo.multiply"; }
+
+double max_finite(DType t) {
+  switch (t) {
+    case DType::F16:
+      return 65504.0;
+    case DType::BF16:
+      return 3.3895313892515355e38;
+    case DType::F32:
+    case DType::C64:
+      return std::numeric_limits<float>::max();
+    default:
+      return std::numeric_limits<double>::max();
+  }
+}
+
+bool fits_without_overflow(double v, DType t) {
+  if (t == DType::Bool) return true;
+  DType part = real_type(t);
+  if (is_floating(part)) {
+    double max = max_finite(part);
+    return std::isnan(v) || std::isinf(v) || (v >= -max && v <= max);
+  }
+  int bits = static_cast<int>(byte_size(part)) * 8;
+  double hi = is_unsigned(part) ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
+  double lo = is_unsigned(part) ? 0 : -std::ldexp(1.0, bits - 1);
+  return !std::isnan(v) && v >= lo && v <= hi;
+}
+
+bool fits_without_overflow(int64_t v, DType t) {
+  DType part = real_type(t);
+  if (t == DType::Bool || is_floating(part) || part == DType::I64 || part == DType::U64) return true;
+  int bits = static_cast<int>(byte_size(part)) * 8;
+  int64_t hi = is_unsigned(part) ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
+  int64_t lo = is_unsigned(part) ? -hi : -(int64_t{1} << (bits - 1));
+  return v >= lo && v <= hi;
+}
+
 DType opmath_type(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
 
 DType promote_types(DType a, DType b) {

@@ -65,6 +65,22 @@ std::string_view comparison_type(DType t);
 // for a complex type: `v` is the real part).
 std::string literal(double v, DType t);
 
+// The StableHLO op that adds (multiplies) values of `t` as PyTorch does:
+// bool adds as logical or and multiplies as logical and.
+std::string_view sum_op(DType t);
+std::string_view product_op(DType t);
+
+// The largest finite value of a floating dtype (float16: 65504); of any
+// other dtype, the largest finite double.
+double max_finite(DType t);
+// Whether the double `v` converts to `t` without overflow, by c10's rule
+// for Python numbers: NaN and infinities fit every floating dtype, integral
+// dtypes take [min, max] of their width, bool takes anything.
+bool fits_without_overflow(double v, DType t);
+// The same for an integer; c10 lets an unsigned dtype take -max..max
+// (-255 fits uint8: it wraps).
+bool fits_without_overflow(int64_t v, DType t);
+
 // The dtype PyTorch computes in for `t` (float16 and bfloat16 math runs in
 // float32 and rounds once at the end); every other dtype is its own.
 DType opmath_type(DType t);

@@ -85,8 +85,7 @@ V rsub_tensor(Context& cx) {
 }
 V mul_tensor(Context& cx) {
   auto [a, b] = promote(cx, 0, 1);
-  if (a.dtype() == DType::Bool) return {cx.b.and_(a, b)};
-  return {cx.b.mul(a, b)};
+  return {cx.b.binary(hlo::product_op(a.dtype()), a, b)};
 }
 
 // Round toward zero (NaN and infinities pass through).
@@ -1089,47 +1088,24 @@ std::string checked_type_name(DType t) {
 }  // namespace
 
 bool scalar_overflows(const uint8_t* bytes, DType from, DType to) {
-  double re = 0, im = 0;
-  int64_t whole = 0;
-  bool integral = false;
-  if (from == DType::Bool) return false;
   if (from == DType::I64) {
-    std::memcpy(&whole, bytes, 8);
-    integral = true;
-  } else if (from == DType::F64) {
-    std::memcpy(&re, bytes, 8);
-  } else if (from == DType::C64) {
+    int64_t v;
+    std::memcpy(&v, bytes, 8);
+    return !hlo::fits_without_overflow(v, to);
+  }
+  if (from == DType::F64) {
+    double v;
+    std::memcpy(&v, bytes, 8);
+    return !hlo::fits_without_overflow(v, to);
+  }
+  if (from == DType::C64) {  // a complex number fits a real dtype only without an imaginary part
     float parts[2];
     std::memcpy(parts, bytes, 8);
-    re = parts[0], im = parts[1];
-  } else {
-    return false;  // zero-dim host tensors keep their own dtype: no Python-number rule
+    if (!hlo::fits_without_overflow(static_cast<double>(parts[0]), to)) return true;
+    return hlo::is_complex(to) ? !hlo::fits_without_overflow(static_cast<double>(parts[1]), to)
+                               : parts[1] != 0 && to != DType::Bool;
   }
-  if (to == DType::Bool) return false;
-  DType part = hlo::is_complex(to) ? hlo::real_type(to) : to;
-  auto fits = [&](double v) {
-    if (part == DType::F64) return true;
-    if (hlo::is_floating(part)) {
-      double max = part == DType::F16 ? 65504.0 : part == DType::BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
-      return std::isnan(v) || std::isinf(v) || (v >= -max && v <= max);
-    }
-    int bits = static_cast<int>(hlo::byte_size(part)) * 8;
-    bool uns = hlo::is_unsigned(part);
-    double hi = uns ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
-    double lo = uns ? 0 : -std::ldexp(1.0, bits - 1);
-    return !std::isnan(v) && v >= lo && v <= hi;
-  };
-  if (integral) {
-    if (hlo::is_floating(part) || part == DType::I64) return false;  // every int64 is within a float's range
-    int bits = static_cast<int>(hlo::byte_size(part)) * 8;
-    bool uns = hlo::is_unsigned(part);
-    int64_t hi = uns ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
-    int64_t lo = uns ? -hi : -(int64_t{1} << (bits - 1));  // non-strict unsigned: -255 fits uint8
-    return whole < lo || whole > hi;
-  }
-  if (!fits(re)) return true;
-  if (from == DType::C64) return hlo::is_complex(to) ? !fits(im) : im != 0;
-  return false;
+  return false;  // bool, and zero-dim host tensors (they keep their own dtype: no Python-number rule)
 }
 
 void check_scalar_fits(Context& cx, size_t i, DType t) {

@@ -3,6 +3,7 @@
 // round once at the end, as PyTorch does.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "lowering/families.h"
 
@@ -642,14 +643,9 @@ V softshrink(Context& cx) {
   auto& b = cx.b;
   auto [x, out] = opmath_in(cx, 0, "softshrink_check");
   {  // CPU: 0 <= lambd <= the largest value of the input dtype (NaN fails)
-    double hi = out == DType::F16    ? 65504.0
-                : out == DType::BF16 ? 3.3895313892515355e38
-                : out == DType::F32  ? 3.4028234663852886e38
-                                     : 1.7976931348623157e308;
-    const char* hs = out == DType::F16    ? "65504"
-                     : out == DType::BF16 ? "3.38953e+38"
-                     : out == DType::F32  ? "3.40282e+38"
-                                          : "1.79769e+308";
+    const double hi = hlo::max_finite(out);
+    char hs[32];
+    std::snprintf(hs, sizeof hs, "%g", hi);  // as c10 prints it: 65504, 3.40282e+38
     Value lv = cx.as(1, DType::F64);
     Value ok = b.and_(b.compare(lv, b.constant(0, DType::F64), "GE"), b.compare(lv, b.constant(hi, DType::F64), "LE"));
     cx.check(b.not_(ok),

@@ -28,8 +28,6 @@ Dims with_dim(Dims d, int64_t dim, int64_t size) {
 }
 
 // The combiner that adds (or for bool, ors) two values of dtype t.
-std::string_view add_combiner(DType t) { return t == DType::Bool ? "stablehlo.or" : "stablehlo.add"; }
-std::string_view mul_combiner(DType t) { return t == DType::Bool ? "stablehlo.and" : "stablehlo.multiply"; }
 
 // ---- index helpers
 
@@ -363,8 +361,8 @@ ScatterArgs scatter_args(Context& cx) {
 
 // The legacy scatter.reduce / scatter.value_reduce take "add" or "multiply" only.
 std::string_view reduce_combiner(Context& cx, const std::string& reduce, DType t) {
-  if (reduce == "add") return add_combiner(t);
-  if (reduce == "multiply") return mul_combiner(t);
+  if (reduce == "add") return hlo::sum_op(t);
+  if (reduce == "multiply") return hlo::product_op(t);
   cx.fail("reduce argument must be either add or multiply.");
 }
 
@@ -376,7 +374,7 @@ V scatter_replace(Context& cx) {
 // float32 and round once.
 Value scatter_sum(hlo::Builder& b, Value self, Value idx, Value src, int64_t dim) {
   DType t = self.dtype(), acc = hlo::is_floating(t) ? hlo::opmath_type(t) : t;
-  Value r = scatter_along(b, b.convert(self, acc), idx, b.convert(src, acc), dim, add_combiner(acc));
+  Value r = scatter_along(b, b.convert(self, acc), idx, b.convert(src, acc), dim, hlo::sum_op(acc));
   return b.convert(r, t);
 }
 
@@ -406,7 +404,7 @@ Value scatter_reduce_into(hlo::Builder& b, Value self, Value idx, Value src, int
   Value hit = b.compare(count, b.constant(0, DType::I64), "GT");
   auto base = [&](double identity) { return include_self ? self : b.select(hit, b.constant(identity, t), self); };
   if (red == "sum") return scatter_sum(b, base(0), idx, src, dim);
-  if (red == "prod") return scatter_along(b, base(1), idx, src, dim, mul_combiner(t));
+  if (red == "prod") return scatter_along(b, base(1), idx, src, dim, hlo::product_op(t));
   if (red == "amax" || red == "amin") {
     // Without self, first overwrite the hit elements with one of their src
     // values; the extremum over src is then unchanged by it.
@@ -480,12 +478,12 @@ V index_add(Context& cx) {
   check_range(cx, idx, size, dim, false, true);
   if (!cx.none(4)) {
     Value alpha = cx.as(4, self.dtype());
-    src = self.dtype() == DType::Bool ? b.and_(src, alpha) : b.mul(src, alpha);
+    src = b.binary(hlo::product_op(self.dtype()), src, alpha);
   }
   Dims window;
   for (int64_t d = 0; d < self.rank(); ++d)
     if (d != dim) window.push_back(d);
-  Value r = b.scatter(self, b.reshape(idx, {n, 1}), src, window, {dim}, {dim}, add_combiner(self.dtype()));
+  Value r = b.scatter(self, b.reshape(idx, {n, 1}), src, window, {dim}, {dim}, hlo::sum_op(self.dtype()));
   return {b.reshape(r, self0.dims())};
 }
 
@@ -616,7 +614,7 @@ bool mask_put(Context& cx, Value self, Value values, bool accumulate, Value& out
   for (int64_t i = 0; i < m; ++i) bdims.push_back(p + i);
   pred = b.broadcast_in_dim(pred, self.dims(), bdims);
   if (accumulate) {
-    Value added = b.binary(add_combiner(self.dtype()), self, upd);
+    Value added = b.binary(hlo::sum_op(self.dtype()), self, upd);
     out = b.select(pred, added, self);
   } else {
     out = b.select(pred, upd, self);
@@ -649,10 +647,10 @@ V index_put(Context& cx) {
             " cannot be broadcast to indexing result of shape " + dims_str(target));
   }
   Value upd = b.broadcast_to(values, target);
-  if (adv.positions.empty()) return {accumulate ? b.binary(add_combiner(self.dtype()), self, upd) : upd};
+  if (adv.positions.empty()) return {accumulate ? b.binary(hlo::sum_op(self.dtype()), self, upd) : upd};
   if (adv.empty_dim || numel(adv.result) == 0 || self.type.numel() == 0) return {self};
   return {b.scatter(self, adv.coords, upd, adv.offset_dims, adv.positions, adv.positions,
-                    accumulate ? add_combiner(self.dtype()) : "")};
+                    accumulate ? hlo::sum_op(self.dtype()) : "")};
 }
 
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
