@@ -767,3 +767,113 @@ def test_cdist_values_match_cpu(case):
 )
 def test_grid_sampler_errors_match_cpu(case):
     _same_error_as_cpu(case)
+
+
+def _ix(d, *values, dtype=_L):
+    return torch.tensor(values, dtype=dtype, device=d)
+
+
+_EBD = A._embedding_bag_dense_backward
+
+# _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+# scale_grad_by_freq, mode, per_sample_weights, padding_idx) checks in CPU's order: index_select and size reads
+# (IndexError) before the index dispatch and the dtypes of offset2bag and bag_size (RuntimeError).
+EMBEDDING_BAG_BACKWARD_ERRORS = {
+    "indices_matrix": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1).view(1, 2), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "offset2bag_short": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1, 2), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "float_indices_short_offset2bag": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1, dtype=torch.float32), _ix(d, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "float_indices": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1, dtype=torch.float32), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "int_offset2bag": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0, dtype=torch.int32), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "psw_short": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, _t(d, 1), -1
+    ),
+    "grad_1d": lambda d: _EBD(_t(d, 3), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1),
+    "offset2bag_0d_no_index": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d), _ix(d, 1)[0], _ix(d, 2), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "max_indices_1d": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _ix(d, 0, 0, 0), 5, False, 2, None, -1
+    ),
+    "max_indices_narrow": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _ix(d, 0, 0, 0).view(3, 1), 5, False, 2, None, -1
+    ),
+    "max_indices_float": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _t(d, 3, 4), 5, False, 2, None, -1
+    ),
+    "max_bag_past_grad": lambda d: _EBD(
+        _t(d, 2, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 1), _ix(d, *[0] * 12).view(3, 4), 5, False, 2, None, -1
+    ),
+    "max_index_out_of_range": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _ix(d, *[7] * 12).view(3, 4), 5, False, 2, None, -1
+    ),
+    "max_0d_grad": lambda d: _EBD(
+        _t(d), _ix(d, 0), _ix(d, 0, 0), _ix(d, 1, 0, 1), _ix(d, 0, 0, 0), 4, True, 2, None, 0
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EMBEDDING_BAG_BACKWARD_ERRORS))
+def test_embedding_bag_dense_backward_errors_match_cpu(name):
+    _same_error_as_cpu(EMBEDDING_BAG_BACKWARD_ERRORS[name])
+
+
+EMBEDDING_BAG_BACKWARD_VALUES = {
+    # CPU reads a grad of more dims as contiguous rows of grad.size(1)
+    "grad_4d": lambda d: _EBD(
+        _t(d, 2, 3, 2, 2), _ix(d, 0, 1), _ix(d, 0, 1), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    # only indices.numel() rows of offset2bag and per_sample_weights are read; a 0-d one is one row
+    "offset2bag_long": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 1, 2, 0), _ix(d, 2, 0, 1), _ix(d, 0), 5, True, 1, None, -1
+    ),
+    "offset2bag_0d": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 3), _ix(d, 2)[0], _ix(d, 2), _ix(d, 0), 5, False, 0, _t(d, 2)[1], -1
+    ),
+    # a 1-D grad is never read when every index is padding_idx
+    "grad_1d_all_padding": lambda d: _EBD(
+        _t(d, 3), _ix(d, 1, 1), _ix(d, 0, 0), _ix(d, 2), _ix(d, 0), 5, False, 0, None, 1
+    ),
+    # max mode: only the nonempty bags' max_indices are read, and only grad.size(1) of their columns
+    "max_wide_indices": lambda d: _EBD(
+        _t(d, 3, 4),
+        _ix(d, 0, 1),
+        _ix(d, 0, 0),
+        _ix(d, 2, 1, 0),
+        _ix(d, *range(18)).view(3, 6) % 5,
+        5,
+        False,
+        2,
+        None,
+        -1,
+    ),
+    "max_unused_rows_out_of_range": lambda d: _EBD(
+        _t(d, 3, 4),
+        _ix(d, 0, 1),
+        _ix(d, 0, 0),
+        _ix(d, 2, 0, 0, 0),
+        _ix(d, *[0] * 4, *[9] * 8).view(3, 4),
+        5,
+        False,
+        2,
+        None,
+        -1,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EMBEDDING_BAG_BACKWARD_VALUES))
+def test_embedding_bag_dense_backward_values_match_cpu(name):
+    want = EMBEDDING_BAG_BACKWARD_VALUES[name]("cpu")
+    got = EMBEDDING_BAG_BACKWARD_VALUES[name](TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
