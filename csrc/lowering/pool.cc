@@ -582,6 +582,14 @@ void upsample_backward_check(Context& cx, int64_t n, Value go, const std::vector
               ") = " + std::to_string(go.dims()[i]));
 }
 
+// The dtypes an upsample CPU kernel dispatches, after its shape checks:
+// floating types (Half and BFloat16 only when `half`), and Byte when `byte`;
+// any other raises NotImplementedError naming `kernel`, for empty inputs too.
+void upsample_dtype(Context& cx, DType t, bool byte, bool half, const char* kernel) {
+  bool ok = hlo::is_floating(t) ? half || (t != DType::F16 && t != DType::BF16) : byte && t == DType::U8;
+  if (!ok) refuse_dtype(cx, t, kernel);
+}
+
 // upsample_nearest{1,2,3}d / _upsample_nearest_exact{1,2,3}d(self,
 //   output_size, scales...?)
 template <int N, bool Exact>
@@ -589,6 +597,8 @@ V upsample_nearest(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
   upsample_forward_check(cx, N, x, cx.ints(1));
+  upsample_dtype(cx, x.dtype(), true, true,
+                 N == 2 ? "upsample_nearest2d_channels_last" : "compute_indices_weights_nearest");
   int64_t lead = x.rank() - N;
   Dims out = expand(cx, cx.ints(1), N, "output_size");
   for (int64_t i = 0; i < N; ++i)
@@ -604,6 +614,11 @@ V upsample_nearest_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
+  static const char* kernels[2][3] = {
+      {"upsample_nearest1d_backward", "upsample_nearest2d_backward", "_upsample_nearest3d_backward_cl"},
+      {"_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
+       "_upsample_nearest_exact3d_backward_cl"}};
+  upsample_dtype(cx, go.dtype(), false, true, kernels[Exact][N - 1]);
   int64_t lead = go.rank() - N;
   DType t = hlo::opmath_type(float_type(go.dtype()));
   Value g = b.convert(go, t);
@@ -621,6 +636,9 @@ V upsample_linear(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   upsample_forward_check(cx, N, in, cx.ints(1));
+  // Only upsample_bilinear2d has a Byte kernel.
+  upsample_dtype(cx, in.dtype(), N == 2, true,
+                 N == 2 ? "upsample_bilinear2d_channels_last" : "compute_indices_weights_linear");
   int64_t lead = in.rank() - N;
   Dims out = expand(cx, cx.ints(1), N, "output_size");
   bool align = cx.flag(2);
@@ -645,6 +663,9 @@ V upsample_linear_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
+  static const char* kernels[3] = {"upsample_linear1d_backward", "upsample_bilinear2d_backward",
+                                   "upsample_trilinear3d_backward_channels_last"};
+  upsample_dtype(cx, go.dtype(), false, true, kernels[N - 1]);
   int64_t lead = go.rank() - N;
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));
@@ -715,6 +736,7 @@ V upsample_bicubic2d(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   upsample_forward_check(cx, 2, in, cx.ints(1));
+  upsample_dtype(cx, in.dtype(), true, true, "compute_indices_weights_cubic");
   int64_t lead = in.rank() - 2;
   Dims out = expand(cx, cx.ints(1), 2, "output_size");
   bool align = cx.flag(2);
@@ -742,6 +764,7 @@ V upsample_bicubic2d_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
+  upsample_dtype(cx, go.dtype(), false, true, "upsample_bicubic2d_backward");
   int64_t lead = go.rank() - 2;
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));
@@ -806,6 +829,7 @@ V upsample_bilinear2d_aa(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   upsample_forward_check(cx, 2, in, cx.ints(1));
+  upsample_dtype(cx, in.dtype(), true, false, "compute_index_ranges_weights");
   int64_t lead = in.rank() - 2;
   Dims out = expand(cx, cx.ints(1), 2, "output_size");
   bool align = cx.flag(2);
@@ -825,6 +849,7 @@ V upsample_bilinear2d_aa_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
+  upsample_dtype(cx, go.dtype(), false, false, "upsample_bilinear2d_aa_backward_cpu");
   int64_t lead = go.rank() - 2;
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));

@@ -877,3 +877,54 @@ def test_embedding_bag_dense_backward_values_match_cpu(name):
     got = EMBEDDING_BAG_BACKWARD_VALUES[name](TPU).cpu()
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want)
+
+
+# Upsample kernels dispatch floats (not Half/BFloat16 for the antialiased ones) and, for some forwards, uint8; the
+# other dtypes raise NotImplementedError after the shape checks, empty inputs included.
+UPSAMPLE_DTYPE_CASES = {
+    "nearest_exact1d_bool_empty": lambda d: A._upsample_nearest_exact1d(_t(d, 0, 2, 3, dtype=_B), [3], None),
+    "nearest1d_long": lambda d: A.upsample_nearest1d(_t(d, 1, 2, 3, dtype=_L), [2]),
+    "nearest2d_int": lambda d: A.upsample_nearest2d(_t(d, 1, 1, 2, 2, dtype=torch.int32), [3, 3]),
+    "nearest3d_complex": lambda d: A.upsample_nearest3d(_t(d, 1, 1, 2, 2, 2, dtype=_C64), [3, 3, 3]),
+    "nearest2d_backward_uint8": lambda d: A.upsample_nearest2d_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.uint8), [2, 2], [1, 1, 3, 3]
+    ),
+    "nearest_exact3d_backward_bool": lambda d: A._upsample_nearest_exact3d_backward(
+        _t(d, 1, 1, 2, 2, 2, dtype=_B), [2, 2, 2], [1, 1, 1, 1, 1]
+    ),
+    "linear1d_uint8": lambda d: A.upsample_linear1d(_t(d, 1, 2, 3, dtype=torch.uint8), [4], False),
+    "trilinear3d_uint8": lambda d: A.upsample_trilinear3d(_t(d, 1, 1, 2, 2, 2, dtype=torch.uint8), [3, 3, 3], False),
+    "bilinear2d_long": lambda d: A.upsample_bilinear2d(_t(d, 1, 1, 2, 2, dtype=_L), [3, 3], False),
+    "bilinear2d_backward_uint8": lambda d: A.upsample_bilinear2d_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.uint8), [2, 2], [1, 1, 3, 3], False
+    ),
+    "bicubic2d_bool": lambda d: A.upsample_bicubic2d(_t(d, 1, 1, 2, 2, dtype=_B), [3, 3], False),
+    "bicubic2d_backward_int": lambda d: A.upsample_bicubic2d_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.int32), [2, 2], [1, 1, 3, 3], False
+    ),
+    "bilinear2d_aa_half": lambda d: A._upsample_bilinear2d_aa(_t(d, 1, 1, 2, 2, dtype=torch.float16), [3, 3], False),
+    "bilinear2d_aa_backward_bfloat16": lambda d: A._upsample_bilinear2d_aa_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.bfloat16), [2, 2], [1, 1, 3, 3], False
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(UPSAMPLE_DTYPE_CASES))
+def test_upsample_dtypes_cpu_refuses_are_refused(name):
+    _same_error_as_cpu(UPSAMPLE_DTYPE_CASES[name])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.upsample_nearest2d(_t(d, 1, 1, 2, 2, dtype=torch.uint8) * 9, [3, 3]),
+        lambda d: A._upsample_nearest_exact1d(_t(d, 1, 2, 2, dtype=torch.float16), [3], None),
+        lambda d: A.upsample_nearest1d_backward(_t(d, 1, 1, 4, dtype=torch.bfloat16), [4], [1, 1, 2]),
+    ],
+    ids=["nearest2d_uint8", "nearest_exact1d_half", "nearest1d_backward_bfloat16"],
+)
+def test_upsample_dtypes_cpu_accepts_match(case):
+    want = case("cpu")
+    got = case(TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
