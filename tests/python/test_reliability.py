@@ -928,3 +928,57 @@ def test_upsample_dtypes_cpu_accepts_match(case):
     got = case(TPU).cpu()
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want)
+
+
+# Scalar arguments the CPU kernels convert with Scalar::to<T> (c10::checked_convert) in the dtype they compute in:
+# a complex value or one out of T's range raises "value cannot be converted to type T without overflow".
+SCALAR_FITS_CASES = {
+    "hardshrink_backward_complex": lambda d: A.hardshrink_backward(
+        _t(d, 2, dtype=_B), _t(d, 2, dtype=torch.float64), 1 - 2j
+    ),
+    "hardshrink_backward_half_0d_bool": lambda d: A.hardshrink_backward(
+        _t(d, 4, dtype=torch.float16), _t(d, dtype=_B), 1 - 2j
+    ),
+    "hardshrink_backward_half_big": lambda d: A.hardshrink_backward(
+        _t(d, 4, dtype=torch.float16), _t(d, dtype=torch.float64), 1e6
+    ),
+    "softshrink_backward_float_big": lambda d: A.softshrink_backward(_t(d, 4), _t(d, 4), 1e300),
+    "hardshrink_bfloat16_big": lambda d: A.hardshrink(_t(d, 4, dtype=torch.bfloat16), 1e300),
+    "softshrink_complex": lambda d: A.softshrink(_t(d, 4), 0.5 - 1j),
+    "hardtanh_complex": lambda d: A.hardtanh(_t(d, 4), 1 - 2j, 1 - 2j),
+    "hardtanh_half_big": lambda d: A.hardtanh(_t(d, 4, dtype=torch.float16), -1, 70000.0),
+    "hardtanh_uint8_big": lambda d: A.hardtanh(_t(d, 4, dtype=torch.uint8), 0, 1e9),
+    "hardtanh_backward_big": lambda d: A.hardtanh_backward(_t(d, 4), _t(d, 4), -1, 1e300),
+    "threshold_complex": lambda d: A.threshold(_t(d, 4), 1 - 2j, 0),
+    "leaky_relu_big": lambda d: A.leaky_relu(_t(d, 4, dtype=torch.float16), 1e300),
+    "leaky_relu_backward_complex": lambda d: A.leaky_relu_backward(_t(d, 4), _t(d, 4), 1 - 2j, False),
+    "elu_big": lambda d: A.elu(_t(d, 4), 1, 1e300, 1),
+    "elu_backward_complex": lambda d: A.elu_backward(_t(d, 4), 1 - 2j, 1, 1, False, _t(d, 4)),
+    "softplus_big": lambda d: A.softplus(_t(d, 4), 1e300, 20),
+    "softplus_backward_complex": lambda d: A.softplus_backward(_t(d, 4), _t(d, 4), 1, 1 - 2j),
+    "rrelu_with_noise_big": lambda d: A.rrelu_with_noise(_t(d, 4), _t(d, 4), 1e300, 1e300, False),
+    "clamp_half_big": lambda d: A.clamp(_t(d, 4, dtype=torch.float16), 70000.0),
+    "clamp_min_bfloat16_big": lambda d: A.clamp_min(_t(d, 4, dtype=torch.bfloat16), 1e300),
+    "logit_half_eps_big": lambda d: A.logit(_t(d, 4, dtype=torch.float16), 70000.0),
+}
+
+
+@pytest.mark.parametrize("name", list(SCALAR_FITS_CASES))
+def test_scalar_that_does_not_fit_the_kernel_dtype_raises(name):
+    _same_error_as_cpu(SCALAR_FITS_CASES[name])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.hardtanh(_t(d, 4, dtype=torch.float64), float("nan"), 1.0),
+        lambda d: A.hardtanh(_t(d, 4, dtype=torch.uint8), 0, 2.5),
+        lambda d: A.hardshrink_backward(_t(d, 4, dtype=torch.float16), _t(d, 4, dtype=torch.float16), 0.5 + 0j),
+    ],
+    ids=["hardtanh_nan_limit", "hardtanh_uint8_fraction", "hardshrink_backward_real_complex"],
+)
+def test_scalars_that_fit_match_cpu(case):
+    want = case("cpu")
+    got = case(TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, equal_nan=True)
