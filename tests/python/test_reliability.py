@@ -982,3 +982,50 @@ def test_scalars_that_fit_match_cpu(case):
     got = case(TPU).cpu()
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want, equal_nan=True)
+
+
+# Pools refuse empty non-batch dims as CPU's shape checks do (adaptive_avg_pool2d checks only the pooled dims); an
+# empty batch dim is accepted.
+POOL_EMPTY_DIM_ERRORS = {
+    "max_pool3d_4d_empty_first": lambda d: A.max_pool3d_with_indices(_z(d, 0, 3, 3, 3), [1, 1, 1]),
+    "max_pool3d_empty_channels": lambda d: A.max_pool3d_with_indices(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "max_pool3d_empty_spatial": lambda d: A.max_pool3d_with_indices(_z(d, 2, 2, 3, 3, 0), [1, 1, 1]),
+    "avg_pool3d_empty_channels": lambda d: A.avg_pool3d(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "max_pool2d_3d_empty_first": lambda d: A.max_pool2d_with_indices(_z(d, 0, 3, 3), [1, 1]),
+    "max_pool2d_empty_channels": lambda d: A.max_pool2d_with_indices(_z(d, 2, 0, 3, 3), [1, 1]),
+    "avg_pool2d_empty_channels": lambda d: A.avg_pool2d(_z(d, 2, 0, 3, 3), [1, 1]),
+    "adaptive_max_pool2d_empty_spatial": lambda d: A.adaptive_max_pool2d(_z(d, 2, 2, 0, 3), [1, 1]),
+    "adaptive_max_pool3d_empty_channels": lambda d: A.adaptive_max_pool3d(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "adaptive_max_pool3d_empty_spatial": lambda d: A.adaptive_max_pool3d(_z(d, 2, 3, 0, 3), [1, 1, 1]),
+    "adaptive_avg_pool3d_empty_channels": lambda d: A._adaptive_avg_pool3d(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "adaptive_avg_pool2d_empty_spatial": lambda d: A._adaptive_avg_pool2d(_z(d, 2, 3, 0), [1, 1]),
+}
+
+
+@pytest.mark.parametrize("name", list(POOL_EMPTY_DIM_ERRORS))
+def test_pool_empty_non_batch_dims_raise(name):
+    _same_error_as_cpu(POOL_EMPTY_DIM_ERRORS[name])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.max_pool3d_with_indices(_z(d, 0, 2, 3, 3, 3), [1, 1, 1]),
+        lambda d: A.max_pool2d_with_indices(_z(d, 0, 2, 3, 3), [1, 1]),
+        lambda d: A.adaptive_max_pool2d(_z(d, 0, 3, 3), [1, 1]),
+        lambda d: A._adaptive_avg_pool2d(_z(d, 2, 0, 3, 3), [1, 1]),
+        lambda d: A._adaptive_avg_pool3d(_z(d, 0, 3, 3, 3), [1, 1, 1]),
+    ],
+    ids=[
+        "max_pool3d_empty_batch",
+        "max_pool2d_empty_batch",
+        "adaptive_max_pool2d_3d",
+        "adaptive_avg_pool2d_channels",
+        "adaptive_avg_pool3d_4d",
+    ],
+)
+def test_pool_empty_batch_matches_cpu(case):
+    want = case("cpu")
+    got = case(TPU)
+    for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        assert g.shape == w.shape and g.dtype == w.dtype
