@@ -256,6 +256,7 @@ V clamp(Context& cx) {
   if (t == DType::Bool && !cx.none(1) && !cx.none(2) && cx.arg(1).kind == Arg::Kind::Tensor &&
       cx.arg(2).kind == Arg::Kind::Tensor)
     refuse_dtype(cx, t, "clamp_cpu");
+  for (size_t i : {1, 2}) check_scalar_fits(cx, i, t);  // CPU: min/max.to<scalar_t>()
   x = cx.b.convert(x, t);
   if (!cx.none(1)) x = nan_extremum(cx.b, x, cx.as(1, t), true);
   if (!cx.none(2)) x = nan_extremum(cx.b, x, cx.as(2, t), false);
@@ -263,11 +264,13 @@ V clamp(Context& cx) {
 }
 V clamp_min(Context& cx) {
   refuse_complex(cx, {0, 1}, kClampComplex, ErrorKind::NotImplemented);
+  check_scalar_fits(cx, 1, cx.result_type({0, 1}));  // CPU: the bound .to<scalar_t>()
   auto [x, lo] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, x, lo, true)};
 }
 V clamp_max(Context& cx) {
   refuse_complex(cx, {0, 1}, kClampComplex, ErrorKind::NotImplemented);
+  check_scalar_fits(cx, 1, cx.result_type({0, 1}));  // CPU: the bound .to<scalar_t>()
   auto [x, hi] = promote(cx, 0, 1);
   return {nan_extremum(cx.b, x, hi, false)};
 }
@@ -923,6 +926,7 @@ V logit(Context& cx) {
   auto [x, out] = float_arg(cx, 0);
   auto& b = cx.b;
   DType m = x.dtype();
+  check_scalar_fits(cx, 1, out);  // CPU: eps.to<scalar_t>()
   if (!cx.none(1)) {
     auto [lo, hi] = logit_bounds(cx, 1, out, m);
     Value z = b.select(b.compare(x, lo, "LT"), lo, b.select(b.compare(x, hi, "GT"), hi, x));

@@ -290,35 +290,135 @@ Value backward_offset2bag(Context& cx, size_t o2b_arg, size_t offsets_arg, int64
   return offset2bag(cx.b, index_vector(cx, cx.tensor(offsets_arg), "offsets"), n);
 }
 
-// The gradient of the weight of a dense embedding bag.
-Value dense_backward(Context& cx, Value grad, Value idx, Value o2b, Value bag_size, const Value* max_indices,
-                     int64_t num_weights, bool scale_grad_by_freq, int64_t mode, const Value* psw,
-                     int64_t padding_idx) {
+// Rows a tensor has for index_select(0, ...): a 0-d one has one.
+int64_t rows_of(const Value& v) { return v.rank() == 0 ? 1 : v.dims()[0]; }
+
+// CPU's src.index_select(0, index) where the index takes the positions
+// [0, k) for which `used` ([k] i1, or all of them when null) is true, with
+// index_select's checks: a 0-d src takes exactly one index, 0; an empty src
+// of two or more dims refuses any index when its dim 0 is empty, and one past
+// it with a RuntimeError; any other src an index past its rows with an
+// IndexError. Checks that depend on `used` are made at run time.
+void check_rows(Context& cx, const Value& src, int64_t k, const Value* used) {
   auto& b = cx.b;
-  if (!hlo::is_floating(grad.dtype()))
-    cx.fail("Unsupported input type encountered: " + std::string(hlo::dtype_name(grad.dtype())));
-  if (grad.rank() != 2)
-    cx.fail("grad has to be a 2D Tensor, but got Tensor of dimension " + std::to_string(grad.rank()));
-  DType out_type = grad.dtype(), t = hlo::opmath_type(out_type);
-  int64_t bags = grad.dims()[0], dim = grad.dims()[1], n = idx.dims()[0];
-  Value zeros = b.full(0, TensorType{t, {num_weights, dim}});
-  Value g = b.convert(grad, t);
-  if (mode == kMax) {
-    if (!max_indices) cx.fail("embedding_bag: mode max needs maximum_indices");
-    Value mi = b.convert(*max_indices, DType::I64);
-    if (mi.dims() != Dims{bags, dim})
-      cx.fail("maximum_indices of shape " + dims_str(mi.dims()) + " does not match grad of shape " +
-              dims_str(grad.dims()));
-    if (bags == 0 || dim == 0) return b.convert(zeros, out_type);
-    // Empty bags (bag_size 0) contribute nothing: their row goes out of range.
-    Value empty = b.compare(b.convert(bag_size, DType::I64), b.constant(0, DType::I64), "EQ");
-    mi = b.select(b.broadcast_in_dim(empty, {bags, dim}, {0}),
-                  b.full(static_cast<double>(num_weights), TensorType{DType::I64, {bags, dim}}), mi);
-    TensorType ct{DType::I64, {bags, dim, 1}};
-    Value coords = b.concatenate({b.reshape(mi, ct.dims), b.iota(ct, 1)}, 2);
-    return b.convert(b.scatter(zeros, coords, g, {}, {0, 1}, {0, 1}, "stablehlo.add"), out_type);
+  auto fail = [&](Value bad, const std::string& message, ErrorKind kind) {
+    if (used)
+      cx.check(bad, std::string(cx.op()) + ": " + message, kind);
+    else
+      cx.fail(message, kind);
+  };
+  auto used_from = [&](int64_t from) { return any(b, b.slice(*used, {from}, {k}, {1})); };
+  if (src.rank() == 0) {
+    if (!used) {
+      if (k != 1)
+        cx.fail("index_select(): Index to scalar can have only 1 value, got " + std::to_string(k) + " value(s)");
+      return;
+    }
+    Value count = k == 0 ? b.constant(0, DType::I64)
+                         : b.reduce(b.convert(*used, DType::I64), b.constant(0, DType::I64), {0}, "stablehlo.add");
+    Value one = b.constant(1, DType::I64);
+    cx.check(b.compare(count, one, "NE"),
+             std::string(cx.op()) + ": index_select(): Index to scalar can have only 1 value", ErrorKind::Runtime);
+    if (k > 1)
+      cx.check(b.and_(b.compare(count, one, "EQ"), used_from(1)),
+               std::string(cx.op()) + ": index out of range in self");
+    return;
   }
+  int64_t rows = src.dims()[0];
+  if (k <= rows) return;
+  Value bad = used ? used_from(rows) : Value{};
+  if (src.rank() >= 2 && numel(src.dims()) == 0) {
+    if (rows == 0)
+      fail(bad, "index_select(): self indexing axis dim should be positive", ErrorKind::Runtime);
+    else
+      fail(bad, "INDICES element is out of DATA bounds, axis_dim=" + std::to_string(rows), ErrorKind::Runtime);
+    return;
+  }
+  fail(bad, "index out of range in self", ErrorKind::Index);
+}
+
+// The first k rows of src (a 0-d one as one row), padded with zeros past its
+// rows (positions that check_rows refuses when they are used).
+Value first_rows(hlo::Builder& b, Value src, int64_t k) {
+  if (src.rank() == 0) src = b.reshape(src, {1});
+  int64_t rows = src.dims()[0];
+  if (rows > k) {
+    Dims lo(src.rank(), 0), hi = src.dims(), step(src.rank(), 1);
+    hi[0] = k;
+    return b.slice(src, lo, hi, step);
+  }
+  if (rows == k) return src;
+  Dims lo(src.rank(), 0), hi(src.rank(), 0), in(src.rank(), 0);
+  hi[0] = k - rows;
+  return b.pad(src, b.constant(0, src.dtype()), lo, hi, in);
+}
+
+std::string dtype_mismatch(DType want, DType got) {
+  return "expected scalar type " + std::string(hlo::scalar_type_name(want)) + " but found " +
+         std::string(hlo::scalar_type_name(got));
+}
+
+// The gradient of the weight in max mode, as CPU's
+// _embedding_bag_dense_backward_cpu_max computes it: the nonempty bags
+// (bag_size != 0) are index_selected from max_indices and grad, then each
+// of grad's columns is index_add_ed at max_indices' column.
+Value dense_backward_max(Context& cx, Value grad, Value bag_size, Value mi, int64_t num_weights) {
+  auto& b = cx.b;
+  if (bag_size.rank() > 1) cx.not_lowered("bag_size of more than one dim (CPU views its nonzero() coordinates)");
+  int64_t k = bag_size.rank() == 0 ? 0 : bag_size.dims()[0];  // a 0-d bag_size's nonzero().view(-1) is empty
+  Value used;
+  if (k > 0) used = b.compare(bag_size, b.constant(0, bag_size.dtype()), "NE");
+  check_rows(cx, mi, k, &used);
+  check_rows(cx, grad, k, &used);
+  int64_t d = grad.rank() >= 2 ? grad.dims()[1] : 0;  // CPU reads no column of a 1-D grad
+  DType out_type = grad.dtype(), t = hlo::opmath_type(out_type);
+  Value zeros = b.full(0, TensorType{t, {num_weights, d}});
+  if (d == 0) return b.convert(zeros, out_type);
+  // Per column: max_indices.select(1, c) is index_add_'s index.
+  if (mi.rank() < 2)
+    cx.fail("Dimension out of range (expected to be in range of [-1, 0], but got 1)", ErrorKind::Index);
+  if (mi.dims()[1] < d)
+    cx.fail("select(): index " + std::to_string(mi.dims()[1]) + " out of range for tensor of size " +
+                dims_str(mi.dims()) + " at dimension 1",
+            ErrorKind::Index);
+  if (mi.rank() > 2)
+    cx.fail("index_add_(): Index is supposed to be a vector, but got dim: " + std::to_string(mi.rank() - 1) +
+                " with type: " + std::string(hlo::scalar_type_name(mi.dtype())),
+            ErrorKind::Index);
+  if (mi.dtype() != DType::I64 && mi.dtype() != DType::I32)
+    cx.fail("index_add_(): Expected dtype int32/int64 for index but got: " +
+            std::string(hlo::scalar_type_name(mi.dtype())));
+  if (grad.rank() > 2)
+    cx.fail("source tensor shape must match self tensor shape, excluding the specified dimension. Got self.shape = [" +
+            std::to_string(num_weights) +
+            "] source.shape = " + dims_str(Dims(grad.dims().begin() + 1, grad.dims().end())));
+  if (k == 0) return b.convert(zeros, out_type);
+  Value m = b.convert(first_rows(b, mi, k), DType::I64);
+  m = b.slice(m, {0, 0}, {k, d}, {1, 1});
+  Value g = b.convert(first_rows(b, grad, k), t);
+  Value use = b.broadcast_in_dim(used, {k, d}, {0});
+  Value oob = b.or_(b.compare(m, b.constant(0, DType::I64), "LT"),
+                    b.compare(m, b.constant(static_cast<double>(num_weights), DType::I64), "GE"));
+  cx.check(any(b, b.and_(use, oob)), std::string(cx.op()) + ": index out of range in self");
+  // Empty bags contribute nothing: their row goes out of range.
+  m = b.select(use, m, b.full(static_cast<double>(num_weights), TensorType{DType::I64, {k, d}}));
+  TensorType ct{DType::I64, {k, d, 1}};
+  Value coords = b.concatenate({b.reshape(m, ct.dims), b.iota(ct, 1)}, 2);
+  return b.convert(b.scatter(zeros, coords, g, {}, {0, 1}, {0, 1}, "stablehlo.add"), out_type);
+}
+
+// The gradient of the weight in sum and mean mode. idx and o2b are 1-D i64 of
+// the same length n, bag_size 1-D, psw (when given) 1-D of length n and
+// grad's dtype, grad 2-D.
+Value dense_backward_sum_mean(Context& cx, Value grad, Value idx, Value o2b, Value bag_size, int64_t num_weights,
+                              bool scale_grad_by_freq, int64_t mode, const Value* psw, int64_t padding_idx) {
+  auto& b = cx.b;
+  DType out_type = grad.dtype(), t = hlo::opmath_type(out_type);
+  int64_t dim = grad.dims()[1], n = idx.dims()[0];
+  Value zeros = b.full(0, TensorType{t, {num_weights, dim}});
+  int64_t bags = grad.dims()[0];
   if (n == 0 || bags == 0 || dim == 0) return b.convert(zeros, out_type);
+  Value g = b.convert(grad, t);
   Value rows = b.take_along(g, o2b, 0);  // [n, dim]
   bool scaled = psw || scale_grad_by_freq || mode == kMean;
   if (scaled) {
@@ -343,6 +443,70 @@ Value dense_backward(Context& cx, Value grad, Value idx, Value o2b, Value bag_si
   return b.convert(b.scatter(zeros, b.reshape(target, {n, 1}), rows, {1}, {0}, {0}, "stablehlo.add"), out_type);
 }
 
+// The gradient of the weight of a dense embedding bag, with the checks of
+// CPU's _embedding_bag_dense_backward_cpu in its order: grad's dtype, then
+// (max mode) dense_backward_max, or (sum and mean) the sort of indices and
+// the index_selects of offset2bag and per_sample_weights by its order
+// (IndexError for a matrix of indices or fewer rows than indices), the
+// index dtype dispatch, the dtypes of offset2bag and bag_size, and last
+// grad.size(1), read only when some index is not padding_idx.
+Value dense_backward(Context& cx, Value grad, Value indices, Value o2b, Value bag_size, const Value* max_indices,
+                     int64_t num_weights, bool scale_grad_by_freq, int64_t mode, const Value* psw,
+                     int64_t padding_idx) {
+  auto& b = cx.b;
+  if (!hlo::is_floating(grad.dtype()))
+    cx.fail(
+        "Expected tensor for argument #1 'grad_' to have one of the following scalar types: Half, BFloat16, "
+        "Float, Double; but got " +
+        std::string(hlo::scalar_type_name(grad.dtype())) + " instead (while checking arguments for embedding_bag)");
+  if (mode == kMax) {
+    if (!max_indices) cx.fail("embedding_bag: mode max needs maximum_indices");
+    if (num_weights < 0) cx.fail("zeros: Dimension size must be non-negative.");
+    return dense_backward_max(cx, grad, bag_size, *max_indices, num_weights);
+  }
+  check_mode(cx, mode);
+  if (num_weights < 0) cx.fail("zeros: Dimension size must be non-negative.");
+  if (hlo::is_complex(indices.dtype())) cx.fail("Sort does not support complex dtypes on CPU");
+  if (indices.rank() > 1) cx.fail("index_select(): Index is supposed to be a vector", ErrorKind::Index);
+  int64_t n = rows_of(indices);
+  check_rows(cx, o2b, n, nullptr);
+  if (psw) {
+    check_rows(cx, *psw, n, nullptr);
+    if (psw->dtype() != grad.dtype()) cx.fail(dtype_mismatch(grad.dtype(), psw->dtype()));
+  }
+  DType it = indices.dtype();
+  if (it != DType::I64 && it != DType::I32) refuse_dtype(cx, it, "_embedding_bag_dense_backward_cpu_sum_mean");
+  if (o2b.dtype() != it) cx.fail(dtype_mismatch(it, o2b.dtype()));
+  if (bag_size.dtype() != it) cx.fail(dtype_mismatch(it, bag_size.dtype()));
+  if (psw && mode != kSum) cx.fail("embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  if (o2b.rank() > 1) cx.not_lowered("offset2bag of more than one dim (CPU reads its index_selected rows flat)");
+  if (psw && psw->rank() > 1) cx.not_lowered("per_sample_weights of more than one dim");
+  Value idx = b.convert(b.reshape(indices, {n}), DType::I64);
+  Value o = b.convert(first_rows(b, o2b, n), DType::I64);
+  Value p;
+  if (psw) p = first_rows(b, *psw, n);
+  Value bs = b.reshape(bag_size, {numel(bag_size.dims())});
+  if (grad.rank() < 2) {
+    // CPU reads grad.size(1) for the first index that is not padding_idx.
+    if (n > 0) {
+      Value live = b.compare(idx, b.constant(static_cast<double>(padding_idx), DType::I64), "NE");
+      cx.check(any(b, live),
+               std::string(cx.op()) + ": " +
+                   (grad.rank() == 0 ? "Dimension specified as 1 but tensor has no dimensions"
+                                     : "Dimension out of range (expected to be in range of [-1, 0], but got 1)"));
+    }
+    return b.full(0, TensorType{grad.dtype(), {num_weights, 0}});
+  }
+  // CPU reads a contiguous grad of more dims as rows of grad.size(1).
+  int64_t dim = grad.dims()[1];
+  if (grad.rank() > 2) {
+    if (dim == 0) return b.full(0, TensorType{grad.dtype(), {num_weights, 0}});
+    grad = b.reshape(grad, {numel(grad.dims()) / dim, dim});
+  }
+  return dense_backward_sum_mean(cx, grad, idx, o, bs, num_weights, scale_grad_by_freq, mode, psw ? &p : nullptr,
+                                 padding_idx);
+}
+
 // _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size,
 // maximum_indices, num_weights, scale_grad_by_freq, mode, sparse,
 // per_sample_weights?, padding_idx)
@@ -354,7 +518,9 @@ V embedding_bag_backward(Context& cx) {
   Value mi = cx.none(5) ? Value{} : cx.tensor(5);
   Value psw = cx.none(10) ? Value{} : cx.tensor(10);
   int64_t mode = check_mode(cx, cx.integer(8));
-  return {dense_backward(cx, cx.tensor(0), idx, o2b, cx.tensor(4), cx.none(5) ? nullptr : &mi, cx.integer(6),
+  // indices and offset2bag are i64 here, and so is bag_size then.
+  Value bag_size = cx.b.convert(cx.tensor(4), DType::I64);
+  return {dense_backward(cx, cx.tensor(0), idx, o2b, bag_size, cx.none(5) ? nullptr : &mi, cx.integer(6),
                          cx.flag_or(7, false), mode, cx.none(10) ? nullptr : &psw, cx.integer_or(11, -1))};
 }
 
@@ -362,16 +528,11 @@ V embedding_bag_backward(Context& cx) {
 // maximum_indices, num_weights, scale_grad_by_freq, mode,
 // per_sample_weights?, padding_idx)
 V embedding_bag_dense_backward(Context& cx) {
-  Value idx = index_vector(cx, cx.tensor(1), "indices");
-  int64_t n = idx.dims()[0];
-  Value o2b = index_vector(cx, cx.tensor(2), "offset2bag");
-  if (o2b.dims()[0] != n)
-    cx.fail("offset2bag of shape " + dims_str(o2b.dims()) + " does not match indices of length " + std::to_string(n));
   Value mi = cx.none(4) ? Value{} : cx.tensor(4);
   Value psw = cx.none(8) ? Value{} : cx.tensor(8);
-  int64_t mode = check_mode(cx, cx.integer(7));
-  return {dense_backward(cx, cx.tensor(0), idx, o2b, cx.tensor(3), cx.none(4) ? nullptr : &mi, cx.integer(5),
-                         cx.flag_or(6, false), mode, cx.none(8) ? nullptr : &psw, cx.integer_or(9, -1))};
+  return {dense_backward(cx, cx.tensor(0), cx.tensor(1), cx.tensor(2), cx.tensor(3), cx.none(4) ? nullptr : &mi,
+                         cx.integer(5), cx.flag_or(6, false), cx.integer(7), cx.none(8) ? nullptr : &psw,
+                         cx.integer_or(9, -1))};
 }
 
 // _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets,

@@ -368,6 +368,12 @@ const char* const kLeakyReluInPlace =
 const char* const kEluInPlace =
     "In-place elu backward calculation is triggered with a negative slope which is not supported. This is caused by "
     "calling in-place forward function with a negative slope, please call out-of-place version instead.";
+// CPU's Scalar::to<T> of the Scalar arguments `idx` in the dtype t its
+// kernel computes in: "value cannot be converted to type T without overflow".
+void fits(Context& cx, std::initializer_list<size_t> idx, DType t) {
+  for (size_t i : idx) check_scalar_fits(cx, i, t);
+}
+
 void negative_slope_check(Context& cx, size_t i, const char* message) {
   Value v = cx.as(i, DType::F64);
   cx.check(cx.b.compare(v, cx.b.constant(0, DType::F64), "LT"), message, ErrorKind::Runtime);
@@ -379,6 +385,7 @@ V leaky_relu(Context& cx) {
   Value self = cx.tensor(0);
   floating_kernel(cx, self.dtype(), "leaky_relu_cpu");
   DType t = hlo::opmath_type(self.dtype());
+  fits(cx, {1}, t);
   Value x = b.convert(self, t);
   Value r = b.select(b.compare(x, b.constant(0, t), "GT"), x, b.mul(x, cx.as(1, t)));
   return {b.convert(r, self.dtype())};
@@ -389,6 +396,7 @@ V leaky_relu_backward(Context& cx) {
   auto& b = cx.b;
   if (cx.flag(3)) negative_slope_check(cx, 2, kLeakyReluInPlace);
   DType out = floating_kernel(cx, cx.result_type({0, 1}), "leaky_relu_backward_cpu"), t = hlo::opmath_type(out);
+  fits(cx, {2}, t);
   Value g = cx.as(0, t), x = cx.as(1, t);
   Value r = b.select(b.compare(x, b.constant(0, t), "GT"), g, b.mul(g, cx.as(2, t)));
   return {b.convert(r, out)};
@@ -405,8 +413,22 @@ V hardtanh(Context& cx) {
     cx.check(b.or_(b.compare(lo, zero, "LT"), b.compare(hi, zero, "LT")),
              "cannot do hardtanh on an unsigned type with negative limits", ErrorKind::Runtime);
   }
+  // CPU's clamp reads the limits as double, then as self's dtype (integral
+  // ones as int64 first).
+  if (hlo::is_floating(self.dtype())) {
+    fits(cx, {1, 2}, DType::F64);
+    fits(cx, {1, 2}, self.dtype());
+  } else {
+    fits(cx, {1, 2}, DType::I64);
+    fits(cx, {1, 2}, self.dtype());
+  }
   DType t = hlo::opmath_type(self.dtype());
-  Value r = at_most(b, at_least(b, b.convert(self, t), cx.as(1, t)), cx.as(2, t));
+  Value lo = cx.as(1, t), hi = cx.as(2, t);
+  Value r = at_most(b, at_least(b, b.convert(self, t), lo), hi);
+  if (hlo::is_floating(t)) {  // CPU's clamp fills NaN when a limit is NaN
+    Value nan_limit = b.or_(b.compare(lo, lo, "NE"), b.compare(hi, hi, "NE"));
+    r = b.select(b.broadcast_to(nan_limit, r.dims()), b.full(NAN, r.type), r);
+  }
   return {b.convert(r, self.dtype())};
 }
 
@@ -415,6 +437,7 @@ V hardtanh(Context& cx) {
 V hardtanh_backward(Context& cx) {
   auto& b = cx.b;
   DType out = floating_kernel(cx, cx.result_type({0, 1}), "hardshrink_backward_cpu"), t = hlo::opmath_type(out);
+  fits(cx, {2, 3}, t);
   Value g = cx.as(0, t), x = cx.as(1, t);
   Value outside = b.or_(b.compare(x, cx.as(2, t), "LE"), b.compare(x, cx.as(3, t), "GE"));
   return {b.convert(b.select(outside, b.constant(0, t), g), out)};
@@ -427,6 +450,7 @@ V elu(Context& cx) {
   Value self = cx.tensor(0);
   floating_kernel(cx, self.dtype(), "elu_cpu");
   DType t = hlo::opmath_type(self.dtype());
+  fits(cx, {1, 2, 3}, t);
   Value x = b.convert(self, t);
   Value alpha = cx.as(1, t), scale = cx.as(2, t), input_scale = cx.as(3, t);
   Value neg = b.mul(b.unary("stablehlo.exponential_minus_one", b.mul(x, input_scale)), b.mul(alpha, scale));
@@ -439,6 +463,7 @@ V elu_backward(Context& cx) {
   auto& b = cx.b;
   if (cx.flag(4)) negative_slope_check(cx, 1, kEluInPlace);
   DType out = floating_kernel(cx, cx.result_type({0, 5}), "elu_backward_cpu"), t = hlo::opmath_type(out);
+  fits(cx, {1, 2, 3}, t);
   Value g = cx.as(0, t), v = cx.as(5, t);
   Value alpha = cx.as(1, t), scale = cx.as(2, t), input_scale = cx.as(3, t);
   Value negcoef = b.mul(alpha, scale);
@@ -611,6 +636,7 @@ V mish(Context& cx) {
 V softplus(Context& cx) {
   auto& b = cx.b;
   auto [x, out] = opmath_in(cx, 0, "softplus_cpu");
+  fits(cx, {1, 2}, x.dtype());
   Value beta = cx.as(1, x.dtype()), th = cx.as(2, x.dtype());
   Value xb = b.mul(x, beta);
   Value soft = b.div(b.unary("stablehlo.log_plus_one", b.exp(xb)), beta);
@@ -622,6 +648,7 @@ V softplus(Context& cx) {
 V softplus_backward(Context& cx) {
   auto& b = cx.b;
   auto [g, x, out] = opmath_grad(cx, 0, 1, "softplus_backward_cpu");
+  fits(cx, {2, 3}, x.dtype());
   Value xb = b.mul(x, cx.as(2, x.dtype()));
   Value z = b.exp(xb);
   Value soft = b.div(b.mul(g, z), b.add(z, k(b, 1, z)));
@@ -634,6 +661,7 @@ V threshold(Context& cx) {
   DType dt = cx.tensor(0).dtype();
   if (dt == DType::Bool || hlo::is_complex(dt)) refuse_dtype(cx, dt, "threshold_cpu");
   auto [x, out] = opmath_in(cx, 0);
+  fits(cx, {1, 2}, x.dtype());
   Value r = b.select(b.compare(x, cx.as(1, x.dtype()), "LE"), b.broadcast_to(cx.as(2, x.dtype()), x.dims()), x);
   return {b.convert(r, out)};
 }
@@ -642,7 +670,8 @@ V threshold(Context& cx) {
 V softshrink(Context& cx) {
   auto& b = cx.b;
   auto [x, out] = opmath_in(cx, 0, "softshrink_check");
-  {  // CPU: 0 <= lambd <= the largest value of the input dtype (NaN fails)
+  check_scalar_fits(cx, 1, DType::F64);  // CPU checks lambd.to<double>() against the range
+  {                                      // CPU: 0 <= lambd <= the largest value of the input dtype (NaN fails)
     const double hi = hlo::max_finite(out);
     char hs[32];
     std::snprintf(hs, sizeof hs, "%g", hi);  // as c10 prints it: 65504, 3.40282e+38
@@ -670,6 +699,7 @@ Value within(hlo::Builder& b, Value x, Value l) {
 V shrink_backward(Context& cx) {
   auto& b = cx.b;
   auto [g, x, out] = opmath_grad(cx, 0, 1, "shrink_backward_cpu");
+  check_scalar_fits(cx, 2, out);  // CPU: lambd.to<scalar_t>()
   Value r = b.select(within(b, x, cx.as(2, x.dtype())), k(b, 0, g), g);
   return {b.convert(r, out)};
 }
@@ -678,6 +708,7 @@ V shrink_backward(Context& cx) {
 V hardshrink(Context& cx) {
   auto& b = cx.b;
   auto [x, out] = opmath_in(cx, 0, "hardshrink_cpu");
+  check_scalar_fits(cx, 1, out);  // CPU: lambd.to<scalar_t>()
   Value inside = within(b, x, cx.as(1, x.dtype()));
   return {b.convert(b.select(inside, k(b, 0, x), x), out)};
 }
@@ -1300,6 +1331,7 @@ V rrelu_with_noise(Context& cx) {
     cx.fail("expected scalar type " + std::string(hlo::scalar_type_name(out)) + " but found " +
             std::string(hlo::scalar_type_name(noise_in.dtype())));
   DType t = x.dtype();
+  fits(cx, {2, 3}, t);
   Value lo = cx.as(2, t), hi = cx.as(3, t);
   Value nonpos = b.compare(x, k(b, 0, x), "LE");
   if (cx.flag(4))  // a slope is drawn from U(lower, upper) for each x <= 0

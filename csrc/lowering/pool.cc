@@ -70,8 +70,9 @@ struct Pool {
 };
 
 // Reads kernel_size, stride, padding (and dilation when dil >= 0) of an
-// n-d pool over `x` at argument positions ki...
-Pool pool_geometry(Context& cx, const Value& x, int64_t n, size_t ki, int dil, bool ceil) {
+// n-d pool over `x` at argument positions ki..., with the checks of CPU's
+// pool{2,3}d_shape_check (`kernel` names the 3-d one in its messages).
+Pool pool_geometry(Context& cx, const Value& x, int64_t n, size_t ki, int dil, bool ceil, const char* kernel) {
   if (x.rank() != n + 1 && x.rank() != n + 2)
     cx.fail("expected a " + std::to_string(n + 1) + "d or " + std::to_string(n + 2) + "d input");
   Pool g;
@@ -83,6 +84,21 @@ Pool pool_geometry(Context& cx, const Value& x, int64_t n, size_t ki, int dil, b
   for (int64_t i = 0; i < n; ++i) {
     if (g.k[i] < 1 || g.s[i] < 1 || g.d[i] < 1 || g.p[i] < 0) cx.fail("kernel, stride and dilation must be positive");
     if (g.p[i] > (g.d[i] * (g.k[i] - 1) + 1) / 2) cx.fail("pad should be at most half of effective kernel size");
+  }
+  // pool{2,3}d_shape_check: every dim but a batch dim may not be empty.
+  const Dims& dims = x.dims();
+  for (int64_t i = x.rank() == n + 2 ? 1 : 0; i < x.rank(); ++i) {
+    if (dims[i] != 0) continue;
+    if (n == 2)
+      cx.fail("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:" +
+              dims_str(dims));
+    // CPU's message names dimension 0 whichever dim is empty.
+    cx.fail(std::string(kernel) +
+            ": Expected input's non-batch dimensions to have positive length, but input has a "
+            "shape of " +
+            dims_str(dims) + " and non-batch dimension 0 has length zero!");
+  }
+  for (int64_t i = 0; i < n; ++i) {
     g.in.push_back(x.dims()[g.lead + i]);
     g.out.push_back(pool_out(g.in[i], g.k[i], g.p[i], g.s[i], g.d[i], ceil));
     if (g.out[i] < 1) cx.fail("output size is too small");
@@ -151,7 +167,7 @@ template <int N>
 V max_pool_with_indices(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
-  Pool g = pool_geometry(cx, x, N, 1, 4, cx.flag(5));
+  Pool g = pool_geometry(cx, x, N, 1, 4, cx.flag(5), "max_pool3d_with_indices_out_cpu_template()");
   Dims zeros(x.rank(), 0);
   Value idx = plane_index(b, x.dims(), g.lead);
   Value xp = b.pad(x, b.constant(-INFINITY, x.dtype()), g.pad_lo(), g.pad_hi(), zeros);
@@ -245,7 +261,7 @@ V avg_pool(Context& cx) {
   Value in = cx.tensor(0);
   DType t = hlo::opmath_type(float_type(in.dtype()));
   avg_pool_sizes(cx, in, N, 1, 6);
-  Pool g = pool_geometry(cx, in, N, 1, -1, cx.flag(4));
+  Pool g = pool_geometry(cx, in, N, 1, -1, cx.flag(4), "avg_pool3d()");
   avg_pool_dtype(cx, in, N, false);
   Value x = b.pad(b.convert(in, t), b.constant(0, t), g.pad_lo(), g.pad_hi(), Dims(in.rank(), 0));
   Value sum = window_sum(b, x, g.full(g.k), g.full(g.s));
@@ -262,7 +278,7 @@ V avg_pool_backward(Context& cx) {
   Value self = cx.tensor(1);
   DType t = hlo::opmath_type(float_type(self.dtype()));
   avg_pool_sizes(cx, self, N, 2, 7);
-  Pool g = pool_geometry(cx, self, N, 2, -1, cx.flag(5));
+  Pool g = pool_geometry(cx, self, N, 2, -1, cx.flag(5), "avg_pool3d_backward()");
   {  // CPU's check_dim_size of grad_output: planes, then each pooled dim
     Value grad = cx.tensor(0);
     int64_t r = self.rank();
@@ -330,6 +346,15 @@ Value adaptive_counts(hlo::Builder& b, const Dims& in, const Dims& out, int64_t 
   return cnt;
 }
 
+// adaptive_{avg,max}_pool{2,3}d: no dim from `from` on may be empty (every
+// one but the first; adaptive_avg_pool2d checks only the pooled ones).
+void adaptive_nonempty(Context& cx, const Value& x, const std::string& name, int64_t from = 1) {
+  for (int64_t i = from; i < x.rank(); ++i)
+    if (x.dims()[i] == 0)
+      cx.fail(name + "(): Expected input to have non-zero size for non-batch dimensions, but input has sizes " +
+              dims_str(x.dims()) + " with dimension " + std::to_string(i) + " being empty");
+}
+
 // _adaptive_avg_pool{2,3}d(self, output_size)
 template <int N>
 V adaptive_avg_pool(Context& cx) {
@@ -337,6 +362,10 @@ V adaptive_avg_pool(Context& cx) {
   Value in = cx.tensor(0);
   int64_t lead = in.rank() - N;
   if (lead < 1 || lead > 2) cx.fail("unexpected input rank");
+  if (N == 2)
+    adaptive_nonempty(cx, in, "adaptive_avg_pool2d", in.rank() - 2);
+  else
+    adaptive_nonempty(cx, in, "adaptive_avg_pool3d");
   Dims out = expand(cx, cx.ints(1), N, "output_size"), sizes(in.dims().begin() + lead, in.dims().end());
   if (in.type.numel() != 0) floating_kernel(cx, in.dtype(), N == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d_cpu");
   DType t = hlo::opmath_type(float_type(in.dtype()));
@@ -395,6 +424,7 @@ V adaptive_max_pool(Context& cx) {
   Value x = cx.tensor(0);
   int64_t lead = x.rank() - N;
   if (lead < 1 || lead > 2) cx.fail("unexpected input rank");
+  adaptive_nonempty(cx, x, N == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d");
   Dims out = expand(cx, cx.ints(1), N, "output_size"), in(x.dims().begin() + lead, x.dims().end());
   Value vals = x, flat, mask;
   int64_t stride = numel(in);
@@ -582,6 +612,14 @@ void upsample_backward_check(Context& cx, int64_t n, Value go, const std::vector
               ") = " + std::to_string(go.dims()[i]));
 }
 
+// The dtypes an upsample CPU kernel dispatches, after its shape checks:
+// floating types (Half and BFloat16 only when `half`), and Byte when `byte`;
+// any other raises NotImplementedError naming `kernel`, for empty inputs too.
+void upsample_dtype(Context& cx, DType t, bool byte, bool half, const char* kernel) {
+  bool ok = hlo::is_floating(t) ? half || (t != DType::F16 && t != DType::BF16) : byte && t == DType::U8;
+  if (!ok) refuse_dtype(cx, t, kernel);
+}
+
 // upsample_nearest{1,2,3}d / _upsample_nearest_exact{1,2,3}d(self,
 //   output_size, scales...?)
 template <int N, bool Exact>
@@ -589,6 +627,8 @@ V upsample_nearest(Context& cx) {
   auto& b = cx.b;
   Value x = cx.tensor(0);
   upsample_forward_check(cx, N, x, cx.ints(1));
+  upsample_dtype(cx, x.dtype(), true, true,
+                 N == 2 ? "upsample_nearest2d_channels_last" : "compute_indices_weights_nearest");
   int64_t lead = x.rank() - N;
   Dims out = expand(cx, cx.ints(1), N, "output_size");
   for (int64_t i = 0; i < N; ++i)
@@ -604,6 +644,11 @@ V upsample_nearest_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
+  static const char* kernels[2][3] = {
+      {"upsample_nearest1d_backward", "upsample_nearest2d_backward", "_upsample_nearest3d_backward_cl"},
+      {"_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
+       "_upsample_nearest_exact3d_backward_cl"}};
+  upsample_dtype(cx, go.dtype(), false, true, kernels[Exact][N - 1]);
   int64_t lead = go.rank() - N;
   DType t = hlo::opmath_type(float_type(go.dtype()));
   Value g = b.convert(go, t);
@@ -621,6 +666,9 @@ V upsample_linear(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   upsample_forward_check(cx, N, in, cx.ints(1));
+  // Only upsample_bilinear2d has a Byte kernel.
+  upsample_dtype(cx, in.dtype(), N == 2, true,
+                 N == 2 ? "upsample_bilinear2d_channels_last" : "compute_indices_weights_linear");
   int64_t lead = in.rank() - N;
   Dims out = expand(cx, cx.ints(1), N, "output_size");
   bool align = cx.flag(2);
@@ -645,6 +693,9 @@ V upsample_linear_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
+  static const char* kernels[3] = {"upsample_linear1d_backward", "upsample_bilinear2d_backward",
+                                   "upsample_trilinear3d_backward_channels_last"};
+  upsample_dtype(cx, go.dtype(), false, true, kernels[N - 1]);
   int64_t lead = go.rank() - N;
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));
@@ -715,6 +766,7 @@ V upsample_bicubic2d(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   upsample_forward_check(cx, 2, in, cx.ints(1));
+  upsample_dtype(cx, in.dtype(), true, true, "compute_indices_weights_cubic");
   int64_t lead = in.rank() - 2;
   Dims out = expand(cx, cx.ints(1), 2, "output_size");
   bool align = cx.flag(2);
@@ -742,6 +794,7 @@ V upsample_bicubic2d_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
+  upsample_dtype(cx, go.dtype(), false, true, "upsample_bicubic2d_backward");
   int64_t lead = go.rank() - 2;
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));
@@ -806,6 +859,7 @@ V upsample_bilinear2d_aa(Context& cx) {
   auto& b = cx.b;
   Value in = cx.tensor(0);
   upsample_forward_check(cx, 2, in, cx.ints(1));
+  upsample_dtype(cx, in.dtype(), true, false, "compute_index_ranges_weights");
   int64_t lead = in.rank() - 2;
   Dims out = expand(cx, cx.ints(1), 2, "output_size");
   bool align = cx.flag(2);
@@ -825,6 +879,7 @@ V upsample_bilinear2d_aa_backward(Context& cx) {
   Value go = cx.tensor(0);
   const auto& in = cx.ints(2);
   upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
+  upsample_dtype(cx, go.dtype(), false, false, "upsample_bilinear2d_aa_backward_cpu");
   int64_t lead = go.rank() - 2;
   bool align = cx.flag(3);
   DType t = hlo::opmath_type(float_type(go.dtype()));

@@ -813,3 +813,265 @@ def test_cdist_values_match_cpu(case):
 )
 def test_grid_sampler_errors_match_cpu(case):
     _same_error_as_cpu(case)
+
+
+def _ix(d, *values, dtype=_L):
+    return torch.tensor(values, dtype=dtype, device=d)
+
+
+_EBD = A._embedding_bag_dense_backward
+
+# _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+# scale_grad_by_freq, mode, per_sample_weights, padding_idx) checks in CPU's order: index_select and size reads
+# (IndexError) before the index dispatch and the dtypes of offset2bag and bag_size (RuntimeError).
+EMBEDDING_BAG_BACKWARD_ERRORS = {
+    "indices_matrix": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1).view(1, 2), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "offset2bag_short": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1, 2), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "float_indices_short_offset2bag": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1, dtype=torch.float32), _ix(d, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "float_indices": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1, dtype=torch.float32), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "int_offset2bag": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0, dtype=torch.int32), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "psw_short": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, _t(d, 1), -1
+    ),
+    "grad_1d": lambda d: _EBD(_t(d, 3), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1),
+    "offset2bag_0d_no_index": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d), _ix(d, 1)[0], _ix(d, 2), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    "max_indices_1d": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _ix(d, 0, 0, 0), 5, False, 2, None, -1
+    ),
+    "max_indices_narrow": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _ix(d, 0, 0, 0).view(3, 1), 5, False, 2, None, -1
+    ),
+    "max_indices_float": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _t(d, 3, 4), 5, False, 2, None, -1
+    ),
+    "max_bag_past_grad": lambda d: _EBD(
+        _t(d, 2, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 1), _ix(d, *[0] * 12).view(3, 4), 5, False, 2, None, -1
+    ),
+    "max_index_out_of_range": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 0, 0), _ix(d, 2, 0, 0), _ix(d, *[7] * 12).view(3, 4), 5, False, 2, None, -1
+    ),
+    "max_0d_grad": lambda d: _EBD(
+        _t(d), _ix(d, 0), _ix(d, 0, 0), _ix(d, 1, 0, 1), _ix(d, 0, 0, 0), 4, True, 2, None, 0
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EMBEDDING_BAG_BACKWARD_ERRORS))
+def test_embedding_bag_dense_backward_errors_match_cpu(name):
+    _same_error_as_cpu(EMBEDDING_BAG_BACKWARD_ERRORS[name])
+
+
+EMBEDDING_BAG_BACKWARD_VALUES = {
+    # CPU reads a grad of more dims as contiguous rows of grad.size(1)
+    "grad_4d": lambda d: _EBD(
+        _t(d, 2, 3, 2, 2), _ix(d, 0, 1), _ix(d, 0, 1), _ix(d, 2, 0), _ix(d, 0), 5, False, 0, None, -1
+    ),
+    # only indices.numel() rows of offset2bag and per_sample_weights are read; a 0-d one is one row
+    "offset2bag_long": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 0, 1), _ix(d, 1, 2, 0), _ix(d, 2, 0, 1), _ix(d, 0), 5, True, 1, None, -1
+    ),
+    "offset2bag_0d": lambda d: _EBD(
+        _t(d, 3, 4), _ix(d, 3), _ix(d, 2)[0], _ix(d, 2), _ix(d, 0), 5, False, 0, _t(d, 2)[1], -1
+    ),
+    # a 1-D grad is never read when every index is padding_idx
+    "grad_1d_all_padding": lambda d: _EBD(
+        _t(d, 3), _ix(d, 1, 1), _ix(d, 0, 0), _ix(d, 2), _ix(d, 0), 5, False, 0, None, 1
+    ),
+    # max mode: only the nonempty bags' max_indices are read, and only grad.size(1) of their columns
+    "max_wide_indices": lambda d: _EBD(
+        _t(d, 3, 4),
+        _ix(d, 0, 1),
+        _ix(d, 0, 0),
+        _ix(d, 2, 1, 0),
+        _ix(d, *range(18)).view(3, 6) % 5,
+        5,
+        False,
+        2,
+        None,
+        -1,
+    ),
+    "max_unused_rows_out_of_range": lambda d: _EBD(
+        _t(d, 3, 4),
+        _ix(d, 0, 1),
+        _ix(d, 0, 0),
+        _ix(d, 2, 0, 0, 0),
+        _ix(d, *[0] * 4, *[9] * 8).view(3, 4),
+        5,
+        False,
+        2,
+        None,
+        -1,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EMBEDDING_BAG_BACKWARD_VALUES))
+def test_embedding_bag_dense_backward_values_match_cpu(name):
+    want = EMBEDDING_BAG_BACKWARD_VALUES[name]("cpu")
+    got = EMBEDDING_BAG_BACKWARD_VALUES[name](TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
+
+
+# Upsample kernels dispatch floats (not Half/BFloat16 for the antialiased ones) and, for some forwards, uint8; the
+# other dtypes raise NotImplementedError after the shape checks, empty inputs included.
+UPSAMPLE_DTYPE_CASES = {
+    "nearest_exact1d_bool_empty": lambda d: A._upsample_nearest_exact1d(_t(d, 0, 2, 3, dtype=_B), [3], None),
+    "nearest1d_long": lambda d: A.upsample_nearest1d(_t(d, 1, 2, 3, dtype=_L), [2]),
+    "nearest2d_int": lambda d: A.upsample_nearest2d(_t(d, 1, 1, 2, 2, dtype=torch.int32), [3, 3]),
+    "nearest3d_complex": lambda d: A.upsample_nearest3d(_t(d, 1, 1, 2, 2, 2, dtype=_C64), [3, 3, 3]),
+    "nearest2d_backward_uint8": lambda d: A.upsample_nearest2d_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.uint8), [2, 2], [1, 1, 3, 3]
+    ),
+    "nearest_exact3d_backward_bool": lambda d: A._upsample_nearest_exact3d_backward(
+        _t(d, 1, 1, 2, 2, 2, dtype=_B), [2, 2, 2], [1, 1, 1, 1, 1]
+    ),
+    "linear1d_uint8": lambda d: A.upsample_linear1d(_t(d, 1, 2, 3, dtype=torch.uint8), [4], False),
+    "trilinear3d_uint8": lambda d: A.upsample_trilinear3d(_t(d, 1, 1, 2, 2, 2, dtype=torch.uint8), [3, 3, 3], False),
+    "bilinear2d_long": lambda d: A.upsample_bilinear2d(_t(d, 1, 1, 2, 2, dtype=_L), [3, 3], False),
+    "bilinear2d_backward_uint8": lambda d: A.upsample_bilinear2d_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.uint8), [2, 2], [1, 1, 3, 3], False
+    ),
+    "bicubic2d_bool": lambda d: A.upsample_bicubic2d(_t(d, 1, 1, 2, 2, dtype=_B), [3, 3], False),
+    "bicubic2d_backward_int": lambda d: A.upsample_bicubic2d_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.int32), [2, 2], [1, 1, 3, 3], False
+    ),
+    "bilinear2d_aa_half": lambda d: A._upsample_bilinear2d_aa(_t(d, 1, 1, 2, 2, dtype=torch.float16), [3, 3], False),
+    "bilinear2d_aa_backward_bfloat16": lambda d: A._upsample_bilinear2d_aa_backward(
+        _t(d, 1, 1, 2, 2, dtype=torch.bfloat16), [2, 2], [1, 1, 3, 3], False
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(UPSAMPLE_DTYPE_CASES))
+def test_upsample_dtypes_cpu_refuses_are_refused(name):
+    _same_error_as_cpu(UPSAMPLE_DTYPE_CASES[name])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.upsample_nearest2d(_t(d, 1, 1, 2, 2, dtype=torch.uint8) * 9, [3, 3]),
+        lambda d: A._upsample_nearest_exact1d(_t(d, 1, 2, 2, dtype=torch.float16), [3], None),
+        lambda d: A.upsample_nearest1d_backward(_t(d, 1, 1, 4, dtype=torch.bfloat16), [4], [1, 1, 2]),
+    ],
+    ids=["nearest2d_uint8", "nearest_exact1d_half", "nearest1d_backward_bfloat16"],
+)
+def test_upsample_dtypes_cpu_accepts_match(case):
+    want = case("cpu")
+    got = case(TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
+
+
+# Scalar arguments the CPU kernels convert with Scalar::to<T> (c10::checked_convert) in the dtype they compute in:
+# a complex value or one out of T's range raises "value cannot be converted to type T without overflow".
+SCALAR_FITS_CASES = {
+    "hardshrink_backward_complex": lambda d: A.hardshrink_backward(
+        _t(d, 2, dtype=_B), _t(d, 2, dtype=torch.float64), 1 - 2j
+    ),
+    "hardshrink_backward_half_0d_bool": lambda d: A.hardshrink_backward(
+        _t(d, 4, dtype=torch.float16), _t(d, dtype=_B), 1 - 2j
+    ),
+    "hardshrink_backward_half_big": lambda d: A.hardshrink_backward(
+        _t(d, 4, dtype=torch.float16), _t(d, dtype=torch.float64), 1e6
+    ),
+    "softshrink_backward_float_big": lambda d: A.softshrink_backward(_t(d, 4), _t(d, 4), 1e300),
+    "hardshrink_bfloat16_big": lambda d: A.hardshrink(_t(d, 4, dtype=torch.bfloat16), 1e300),
+    "softshrink_complex": lambda d: A.softshrink(_t(d, 4), 0.5 - 1j),
+    "hardtanh_complex": lambda d: A.hardtanh(_t(d, 4), 1 - 2j, 1 - 2j),
+    "hardtanh_half_big": lambda d: A.hardtanh(_t(d, 4, dtype=torch.float16), -1, 70000.0),
+    "hardtanh_uint8_big": lambda d: A.hardtanh(_t(d, 4, dtype=torch.uint8), 0, 1e9),
+    "hardtanh_backward_big": lambda d: A.hardtanh_backward(_t(d, 4), _t(d, 4), -1, 1e300),
+    "threshold_complex": lambda d: A.threshold(_t(d, 4), 1 - 2j, 0),
+    "leaky_relu_big": lambda d: A.leaky_relu(_t(d, 4, dtype=torch.float16), 1e300),
+    "leaky_relu_backward_complex": lambda d: A.leaky_relu_backward(_t(d, 4), _t(d, 4), 1 - 2j, False),
+    "elu_big": lambda d: A.elu(_t(d, 4), 1, 1e300, 1),
+    "elu_backward_complex": lambda d: A.elu_backward(_t(d, 4), 1 - 2j, 1, 1, False, _t(d, 4)),
+    "softplus_big": lambda d: A.softplus(_t(d, 4), 1e300, 20),
+    "softplus_backward_complex": lambda d: A.softplus_backward(_t(d, 4), _t(d, 4), 1, 1 - 2j),
+    "rrelu_with_noise_big": lambda d: A.rrelu_with_noise(_t(d, 4), _t(d, 4), 1e300, 1e300, False),
+    "clamp_half_big": lambda d: A.clamp(_t(d, 4, dtype=torch.float16), 70000.0),
+    "clamp_min_bfloat16_big": lambda d: A.clamp_min(_t(d, 4, dtype=torch.bfloat16), 1e300),
+    "logit_half_eps_big": lambda d: A.logit(_t(d, 4, dtype=torch.float16), 70000.0),
+}
+
+
+@pytest.mark.parametrize("name", list(SCALAR_FITS_CASES))
+def test_scalar_that_does_not_fit_the_kernel_dtype_raises(name):
+    _same_error_as_cpu(SCALAR_FITS_CASES[name])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.hardtanh(_t(d, 4, dtype=torch.float64), float("nan"), 1.0),
+        lambda d: A.hardtanh(_t(d, 4, dtype=torch.uint8), 0, 2.5),
+        lambda d: A.hardshrink_backward(_t(d, 4, dtype=torch.float16), _t(d, 4, dtype=torch.float16), 0.5 + 0j),
+    ],
+    ids=["hardtanh_nan_limit", "hardtanh_uint8_fraction", "hardshrink_backward_real_complex"],
+)
+def test_scalars_that_fit_match_cpu(case):
+    want = case("cpu")
+    got = case(TPU).cpu()
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+# Pools refuse empty non-batch dims as CPU's shape checks do (adaptive_avg_pool2d checks only the pooled dims); an
+# empty batch dim is accepted.
+POOL_EMPTY_DIM_ERRORS = {
+    "max_pool3d_4d_empty_first": lambda d: A.max_pool3d_with_indices(_z(d, 0, 3, 3, 3), [1, 1, 1]),
+    "max_pool3d_empty_channels": lambda d: A.max_pool3d_with_indices(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "max_pool3d_empty_spatial": lambda d: A.max_pool3d_with_indices(_z(d, 2, 2, 3, 3, 0), [1, 1, 1]),
+    "avg_pool3d_empty_channels": lambda d: A.avg_pool3d(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "max_pool2d_3d_empty_first": lambda d: A.max_pool2d_with_indices(_z(d, 0, 3, 3), [1, 1]),
+    "max_pool2d_empty_channels": lambda d: A.max_pool2d_with_indices(_z(d, 2, 0, 3, 3), [1, 1]),
+    "avg_pool2d_empty_channels": lambda d: A.avg_pool2d(_z(d, 2, 0, 3, 3), [1, 1]),
+    "adaptive_max_pool2d_empty_spatial": lambda d: A.adaptive_max_pool2d(_z(d, 2, 2, 0, 3), [1, 1]),
+    "adaptive_max_pool3d_empty_channels": lambda d: A.adaptive_max_pool3d(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "adaptive_max_pool3d_empty_spatial": lambda d: A.adaptive_max_pool3d(_z(d, 2, 3, 0, 3), [1, 1, 1]),
+    "adaptive_avg_pool3d_empty_channels": lambda d: A._adaptive_avg_pool3d(_z(d, 2, 0, 3, 3, 3), [1, 1, 1]),
+    "adaptive_avg_pool2d_empty_spatial": lambda d: A._adaptive_avg_pool2d(_z(d, 2, 3, 0), [1, 1]),
+}
+
+
+@pytest.mark.parametrize("name", list(POOL_EMPTY_DIM_ERRORS))
+def test_pool_empty_non_batch_dims_raise(name):
+    _same_error_as_cpu(POOL_EMPTY_DIM_ERRORS[name])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: A.max_pool3d_with_indices(_z(d, 0, 2, 3, 3, 3), [1, 1, 1]),
+        lambda d: A.max_pool2d_with_indices(_z(d, 0, 2, 3, 3), [1, 1]),
+        lambda d: A.adaptive_max_pool2d(_z(d, 0, 3, 3), [1, 1]),
+        lambda d: A._adaptive_avg_pool2d(_z(d, 2, 0, 3, 3), [1, 1]),
+        lambda d: A._adaptive_avg_pool3d(_z(d, 0, 3, 3, 3), [1, 1, 1]),
+    ],
+    ids=[
+        "max_pool3d_empty_batch",
+        "max_pool2d_empty_batch",
+        "adaptive_max_pool2d_3d",
+        "adaptive_avg_pool2d_channels",
+        "adaptive_avg_pool3d_4d",
+    ],
+)
+def test_pool_empty_batch_matches_cpu(case):
+    want = case("cpu")
+    got = case(TPU)
+    for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        assert g.shape == w.shape and g.dtype == w.dtype
