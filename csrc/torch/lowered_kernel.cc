@@ -212,8 +212,9 @@ class LoweredKernel final : public c10::OperatorKernel {
       // out dtype the result casts to) checks the out tensor before it sizes
       // it; cat, and generated out= wrappers (no CPU kernel of their own),
       // size it first.
+      out_generated_ = variant_ == Variant::Out && !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
       out_checked_first_ = variant_ == Variant::Out && !traits_.out_same_dtype && !traits_.out_sized_first &&
-                           op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+                           !out_generated_;
     });
     const size_t nargs = types_.size() + num_out_;
     auto args = torch::jit::last(*stack, nargs);
@@ -362,7 +363,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       if (variant_ == Variant::Out)
         for (size_t k = 0; k < num_out_; ++k) {
           if (out_checked_first_) at::assert_no_internal_overlap(args[types_.size() + k].toTensor());
-          no_partial_overlap(args[types_.size() + k].toTensor());
+          // A generated wrapper computes into a fresh tensor, then copies.
+          if (!out_generated_) no_partial_overlap(args[types_.size() + k].toTensor());
         }
       if (variant_ == Variant::OutDirect)
         for (size_t i = 0; i < types_.size(); ++i)
@@ -496,6 +498,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   bool expand_masks_ = false;
   std::string base_name_;           // "any" for aten::any.dims
   bool out_checked_first_ = false;  // set with registered_
+  bool out_generated_ = false;      // an out= form with no CPU kernel of its own (set with registered_)
 };
 
 }  // namespace

@@ -574,8 +574,12 @@ def test_out_rules_of_cpu_kernels(case):
             1,
             out=torch.zeros(1, 4, dtype=torch.int32, device=d).expand(2, 4),
         ),
+        # A generated out= wrapper computes into a fresh tensor, then copies.
+        lambda d: (lambda x: torch.ops.aten.__lshift__.Scalar_out(x[:4], 1, out=x[2:6]))(
+            torch.arange(8, dtype=torch.int32, device=d)
+        ),
     ],
-    ids=["any_uint8_out", "cat_expanded", "lshift_scalar_expanded"],
+    ids=["any_uint8_out", "cat_expanded", "lshift_scalar_expanded", "lshift_scalar_partial_overlap"],
 )
 def test_out_accepted_where_cpu_accepts_it(case):
     torch.testing.assert_close(case(TPU).cpu(), case("cpu"))
