@@ -34,9 +34,13 @@ void Executor::await(size_t keep) {
     }
   }
   for (auto& [buffer, op] : alive) {
+    if (buffer->donated()) continue;  // a later program consumed it: this one ran before
     try {
       buffer->wait_ready();
     } catch (const runtime::Error& e) {
+      // Donated by another thread's program meanwhile (flagged before that
+      // program was enqueued, so this check sees it).
+      if (buffer->donated()) continue;
       throw runtime::Error(e.code(), std::string(op) + " failed (reported at this sync point): " + e.what());
     }
   }

@@ -8,7 +8,8 @@
 // zero) that strict mode reads at the next sync point instead of at the op.
 // A sync point waits for the programs whose output is still alive and
 // raises the first error among them; a device runs its programs in order,
-// so that covers the work before them too. The error of a program whose
+// so that covers the work before them too (an output donated to a later
+// program counts as done). The error of a program whose
 // results were all dropped unread, and that wrote no tensor, is not
 // reported (nothing can observe it), as in JAX; that keeps the per-op cost
 // to a weak reference instead of a PJRT event.

@@ -273,7 +273,13 @@ void Executable::execute(const std::vector<PJRT_Buffer*>& args, const std::vecto
   a.num_devices = 1;
   a.num_args = args.size();
   a.output_lists = &out_list;
-  check(plugin_->api(), plugin_->api()->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
+  for (Buffer* d : donated) d->donated_ = true;
+  try {
+    check(plugin_->api(), plugin_->api()->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
+  } catch (const Error&) {
+    for (Buffer* d : donated) d->donated_ = false;
+    throw;
+  }
   for (Buffer* d : donated) {
     DeviceMemory::get().add(d->device_, -d->counted_);
     d->counted_ = 0;

@@ -139,6 +139,10 @@ class Buffer {
   Event ready_event() const;
   int64_t on_device_bytes() const;
   int device() const { return device_; }
+  // True once the buffer was handed to a program as a donated argument (set
+  // before that program is enqueued): PJRT deletes it, and a waiter that
+  // still holds this object treats it as done (a later program consumed it).
+  bool donated() const { return donated_.load(); }
 
  private:
   friend class Executable;
@@ -146,6 +150,7 @@ class Buffer {
   PJRT_Buffer* buffer_;
   int device_;
   int64_t counted_ = 0;  // bytes counted in DeviceMemory
+  std::atomic<bool> donated_{false};
 };
 using BufferPtr = std::shared_ptr<Buffer>;
 
