@@ -67,10 +67,14 @@ SizeOutFn size_out_fn(lowering::OutSizing s) {
 // a static argument: the kernel reads the value first (a sync point) and
 // fills the argument in, as the CPU kernels do on the host. `args` are the
 // call's arguments on the stack.
+// CPU's order: the dtype dispatch (AT_DISPATCH_INDEX_TYPES), then the
+// shape and value checks.
 void prepare_repeat_interleave(c10::IValue* args) {
-  if (!args[1].isNone()) return;  // output_size given
   at::Tensor rep = args[0].toTensor();
-  TORCH_CHECK(rep.dim() <= 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK_NOT_IMPLEMENTED(rep.scalar_type() == at::kLong || rep.scalar_type() == at::kInt,
+                              "\"repeat_interleave_cpu\" not implemented for '", rep.scalar_type(), "'");
+  if (!args[1].isNone()) return;  // output_size given
+  TORCH_CHECK(rep.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
   TORCH_CHECK(rep.scalar_type() == at::kLong || rep.scalar_type() == at::kInt, "repeats has to be Long or Int tensor");
   int64_t total = 0;
   if (rep.numel() > 0) {
@@ -79,8 +83,12 @@ void prepare_repeat_interleave(c10::IValue* args) {
   }
   args[1] = total;
 }
+// CPU's order: the dtype dispatch (AT_DISPATCH_INTEGRAL_TYPES, no bool),
+// then minlength, then the shape and value checks.
 void prepare_bincount(c10::IValue* args) {
   at::Tensor x = args[0].toTensor();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(x.scalar_type(), /*includeBool=*/false),
+                              "\"bincount_cpu\" not implemented for '", x.scalar_type(), "'");
   int64_t minlength = args[2].toInt();
   TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
   TORCH_CHECK(x.dim() == 1 && at::isIntegralType(x.scalar_type(), /*includeBool=*/false),

@@ -535,6 +535,31 @@ def test_out_of_a_castable_dtype_is_accepted_where_cpu_accepts_it(case):
     torch.testing.assert_close(case(TPU).cpu(), case("cpu"))
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda d: torch.bincount(torch.ones(2, 2, device=d)),
+        lambda d: torch.bincount(torch.tensor([True, False], device=d)),
+        lambda d: torch.bincount(torch.ones(2, device=d), minlength=-1),
+        lambda d: torch.bincount(torch.ones(2, 2, dtype=torch.long, device=d), minlength=-1),
+        lambda d: torch.ops.aten.repeat_interleave.Tensor(torch.ones(2, 2, device=d)),
+        lambda d: torch.ops.aten.repeat_interleave.Tensor(torch.tensor([1.0, 2.0], device=d), output_size=3),
+        lambda d: torch.ops.aten.repeat_interleave.Tensor(torch.tensor(2, device=d)),
+    ],
+    ids=[
+        "bincount_float_2d",
+        "bincount_bool",
+        "bincount_float_minlength",
+        "bincount_minlength",
+        "repeat_interleave_float",
+        "repeat_interleave_float_sized",
+        "repeat_interleave_0d",
+    ],
+)
+def test_host_prepared_ops_check_in_cpu_order(case):
+    _same_error_as_cpu(case)
+
+
 def _expanded(d):
     return torch.zeros(1, 4, device=d).expand(2, 4)
 
