@@ -1,26 +1,31 @@
 #include "engine/cache.h"
 
+#include <cstdlib>
 #include <cstring>
+
+#include "engine/region.h"
 
 namespace torch_pjrt::engine {
 
-namespace {
-
-uint64_t fnv(const std::vector<int64_t>& w) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t x : w) {
-    h = (h ^ static_cast<uint64_t>(x)) * 1099511628211ull;
+uint64_t fnv_extend(uint64_t h, const int64_t* w, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    h = (h ^ static_cast<uint64_t>(w[i])) * 1099511628211ull;
     h ^= h >> 29;
   }
   return h;
 }
+
+namespace {
+
+uint64_t fnv(const std::vector<int64_t>& w) { return fnv_extend(kFnvBasis, w.data(), w.size()); }
 
 void push_string(std::vector<int64_t>& w, const std::string& s) {
   std::vector<int64_t> words = string_words(s);
   w.insert(w.end(), words.begin(), words.end());
 }
 
-void push_ref(std::vector<int64_t>& w, const TensorRef& r, SlotNumbering& slots, const std::string& op) {
+template <typename Numbering>
+void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const std::string& op) {
   if (!r.slot) {
     w.push_back(-1);
     return;
@@ -39,7 +44,8 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, SlotNumbering& slots,
   w.push_back(numel);
 }
 
-void push_call(std::vector<int64_t>& w, const OpCall& call, SlotNumbering& slots) {
+template <typename Numbering>
+void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots) {
   const std::string& op = call.op->name;
   w.insert(w.end(), call.op->name_words.begin(), call.op->name_words.end());
   w.push_back(call.device);
@@ -80,6 +86,13 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, SlotNumbering& slots
 
 }  // namespace
 
+template <typename Numbering>
+void append_call_words(std::vector<int64_t>& w, const OpCall& call, Numbering& numbering) {
+  push_call(w, call, numbering);
+}
+template void append_call_words<SlotNumbering>(std::vector<int64_t>&, const OpCall&, SlotNumbering&);
+template void append_call_words<Region>(std::vector<int64_t>&, const OpCall&, Region&);
+
 std::string ProgramKey::hex() const {
   static const char digits[] = "0123456789abcdef";
   std::string s(16, '0');
@@ -108,19 +121,27 @@ void make_key(int64_t identity, const OpCall* const* calls, size_t n, ProgramKey
   key.hash = fnv(w);
 }
 
-const CachedProgram* ProgramCache::get(const ProgramKey& key, const Compile& compile, bool* hit) {
+ProgramCache::ProgramCache() {
+  const char* env = std::getenv("TORCH_PJRT_MAX_PROGRAMS");
+  if (env && std::atoi(env) > 0) capacity_ = static_cast<size_t>(std::atoi(env));
+}
+
+std::shared_ptr<const CachedProgram> ProgramCache::get(const ProgramKey& key, const Compile& compile, bool* hit) {
   std::unique_lock<std::mutex> g(mu_);
   *hit = true;
   for (;;) {
     auto it = entries_.find(key);
-    if (it != entries_.end()) return it->second.get();
+    if (it != entries_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return it->second.program;
+    }
     if (!compiling_.count(key)) break;
     compiled_.wait(g);
   }
   *hit = false;
   compiling_.insert(key);
   g.unlock();
-  std::unique_ptr<CachedProgram> program;
+  std::shared_ptr<const CachedProgram> program;
   try {
     program = compile();
   } catch (...) {
@@ -131,9 +152,14 @@ const CachedProgram* ProgramCache::get(const ProgramKey& key, const Compile& com
   }
   g.lock();
   compiling_.erase(key);
-  const CachedProgram* stored = entries_.emplace(key, std::move(program)).first->second.get();
+  lru_.push_front(key);
+  entries_[key] = Entry{program, lru_.begin()};
+  while (entries_.size() > capacity_) {  // a running program keeps its own reference
+    entries_.erase(lru_.back());
+    lru_.pop_back();
+  }
   compiled_.notify_all();
-  return stored;
+  return program;
 }
 
 size_t ProgramCache::size() {

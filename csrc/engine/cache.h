@@ -11,13 +11,20 @@
 // process: key and signature can be written to disk and read back (the disk
 // tiers come later; the in-memory tier is here).
 //
-// Thread-safety: ProgramCache methods may be called from any thread; entries
-// are never removed, so a found entry stays valid for the process.
+// The cache holds at most TORCH_PJRT_MAX_PROGRAMS programs (default 4096)
+// and evicts the least recently used: each executable of the CPU plugin
+// costs a few memory mappings, and a process that never evicts reaches the
+// kernel's mapping limit after about 10,000 programs.
+//
+// Thread-safety: ProgramCache methods may be called from any thread. A found
+// entry is shared: it stays valid while the caller holds it, even if it is
+// evicted meanwhile.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +52,17 @@ struct ProgramKey {
 // begins every key (the same in every process).
 int64_t plugin_identity(const runtime::Client& client);
 
+// FNV-1a over key words, continued from `h` (kFnvBasis to start): keys are
+// hashed incrementally as a fused region grows.
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+uint64_t fnv_extend(uint64_t h, const int64_t* w, size_t n);
+
+// Appends the key words of one call to `w`, numbering its storages with
+// `numbering` (a SlotNumbering, or a fused Region across its calls). Throws
+// lowering::LoweringError for a view that reaches outside its storage.
+template <typename Numbering>
+void append_call_words(std::vector<int64_t>& w, const OpCall& call, Numbering& numbering);
+
 // Builds the key of the `n` calls at `calls` into `key` and numbers their
 // distinct slots into `slots` (both cleared first, their storage reused).
 // Throws lowering::LoweringError for a view that reaches outside its storage
@@ -59,12 +77,13 @@ struct CachedProgram {
 
 class ProgramCache {
  public:
-  using Compile = std::function<std::unique_ptr<CachedProgram>()>;
+  ProgramCache();
+  using Compile = std::function<std::shared_ptr<const CachedProgram>()>;
   // The entry for `key`; when there is none, `compile` makes it and it is
   // stored. Threads that miss the same key at once compile it once: the
   // others wait for the first (and compile themselves if it threw, so each
   // sees its own error). `*hit` says whether this call found it ready.
-  const CachedProgram* get(const ProgramKey& key, const Compile& compile, bool* hit);
+  std::shared_ptr<const CachedProgram> get(const ProgramKey& key, const Compile& compile, bool* hit);
   size_t size();
   // The hex hash of every cached key (for diagnostics and tests).
   std::vector<std::string> key_hashes();
@@ -75,7 +94,13 @@ class ProgramCache {
   };
   std::mutex mu_;
   std::condition_variable compiled_;
-  std::unordered_map<ProgramKey, std::unique_ptr<CachedProgram>, Hash> entries_;
+  struct Entry {
+    std::shared_ptr<const CachedProgram> program;
+    std::list<ProgramKey>::iterator lru;
+  };
+  size_t capacity_ = 4096;
+  std::unordered_map<ProgramKey, Entry, Hash> entries_;
+  std::list<ProgramKey> lru_;  // most recently used first
   std::unordered_set<ProgramKey, Hash> compiling_;
 };
 

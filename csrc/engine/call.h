@@ -82,6 +82,11 @@ struct OpCall {
   // after it ran (out= casts) and queues them with add_checks() only if the
   // call succeeds, so a refused call leaves no check behind.
   bool defer_checks = false;
+  // Fused mode: the call may join a region (its caller handles a deferred
+  // result). Calls whose caller reads a result on the host at once
+  // (data-dependent sizes, aten::equal) or validates it afterwards (out=)
+  // run at once instead.
+  bool fusable = false;
 };
 
 // Every tensor reference of a call, in the fixed order that numbers them in

@@ -1,6 +1,9 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace torch_pjrt::engine {
@@ -80,11 +83,12 @@ ProgramKey Engine::key_of(const OpCall& call) const {
   return key;
 }
 
-std::unique_ptr<CachedProgram> Engine::compile(const std::vector<const OpCall*>& calls) {
+std::shared_ptr<const CachedProgram> Engine::compile(const std::vector<const OpCall*>& calls,
+                                                     const std::vector<uint8_t>* dead) {
   ProgramBuilder builder;
   for (const OpCall* call : calls) builder.add(*call);
-  Program program = builder.finish();
-  auto entry = std::make_unique<CachedProgram>();
+  Program program = builder.finish(dead);
+  auto entry = std::make_shared<CachedProgram>();
   entry->signature = std::move(program.signature);
   auto t0 = std::chrono::steady_clock::now();
   try {
@@ -114,16 +118,15 @@ runtime::BufferPtr Engine::scalar_buffer(const uint8_t* bytes, DType dtype, int 
   return buf;
 }
 
-namespace {
-
-// What one run needs besides its result, kept per thread so that a small op
-// allocates nothing here once warm. Engine::run is not re-entered on a
-// thread (nothing it calls runs another op), and every buffer reference is
-// dropped before it returns, so no buffer outlives its call here.
-struct RunScratch {
+// What one execution needs besides its result. Strict runs keep one per
+// thread, so that a small op allocates nothing here once warm (Engine::run
+// is not re-entered on a thread: nothing it calls runs another op); a region
+// uses its own. Every buffer reference is dropped before the run returns.
+struct Engine::Binding {
   ProgramKey key;
   SlotNumbering numbering;
   std::vector<const TensorRef*> refs;
+  std::vector<const OpCall*> ref_calls;
   std::vector<runtime::BufferPtr> keep, outs;
   std::vector<PJRT_Buffer*> raw;
   std::vector<int64_t> kept;
@@ -137,39 +140,34 @@ struct RunScratch {
   }
 };
 
+namespace {
+
+template <typename B>
 struct ReleaseOnExit {
-  RunScratch& s;
+  B& s;
   ~ReleaseOnExit() { s.release(); }
 };
 
-RunScratch& run_scratch() {
-  static thread_local RunScratch s;
-  return s;
-}
-
 }  // namespace
 
-CallResult Engine::run(const OpCall& call) {
-  RunScratch& s = run_scratch();
-  ReleaseOnExit release{s};
-  const OpCall* calls[] = {&call};
-  make_key(identity_, calls, 1, s.key, s.numbering);
-  bool hit;
-  const CachedProgram* program = cache_.get(s.key, [&] { return compile({&call}); }, &hit);
-  if (hit) metrics_.cache_hit();
-  const Signature& sig = program->signature;
+void Engine::check_scalars(const Signature& sig, const OpCall& call, int32_t index) const {
   for (const auto& c : sig.scalar_checks) {
+    if (c.call != index) continue;
     const CallArg& a = call.args[c.arg];
     if (a.kind == CallArg::Kind::Scalar && !a.host_tensor &&
         lowering::scalar_overflows(a.scalar_bytes, a.scalar_dtype, c.fits))
       throw lowering::LoweringError(call.op->name + ": " + c.message);
   }
+}
 
+int64_t Engine::execute(const CachedProgram& program, const OpCall* const* calls, size_t n,
+                        const std::vector<Slot*>& slots, Binding& s, const std::string& name) {
+  const Signature& sig = program.signature;
   // Bind the parameters in the signature's terms: distinct slots (numbered
-  // by make_key as the builder numbered them) and tensor references.
-  const std::vector<Slot*>& slots = s.numbering.slots();
+  // as the builder numbered them) and tensor references.
   s.refs.clear();
-  for_each_ref(call, [&](const TensorRef& r, bool) { s.refs.push_back(&r); });
+  for (size_t c = 0; c < n; ++c) for_each_ref(*calls[c], [&](const TensorRef& r, bool) { s.refs.push_back(&r); });
+  const int device = calls[0]->device;
   s.keep.resize(sig.params.size());
   s.raw.resize(sig.params.size());
   for (size_t i = 0; i < sig.params.size(); ++i) {
@@ -179,16 +177,16 @@ CallResult Engine::run(const OpCall& call) {
         s.keep[i] = ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index]);
         break;
       case Signature::Param::Scalar: {
-        const CallArg& a = call.args[p.index];
-        s.keep[i] = scalar_buffer(a.scalar_bytes, a.scalar_dtype, call.device);
+        const CallArg& a = calls[p.call]->args[p.index];
+        s.keep[i] = scalar_buffer(a.scalar_bytes, a.scalar_dtype, device);
         break;
       }
       case Signature::Param::Rng:
-        s.keep[i] = client_->from_host(call.args[p.index].rng, runtime::ElementType::U64, {2}, call.device, false);
+        s.keep[i] = client_->from_host(calls[p.call]->args[p.index].rng, runtime::ElementType::U64, {2}, device, false);
         break;
       case Signature::Param::Offset: {
         int64_t offset = s.refs[p.index]->view.offset;
-        s.keep[i] = scalar_buffer(reinterpret_cast<const uint8_t*>(&offset), DType::I64, call.device);
+        s.keep[i] = scalar_buffer(reinterpret_cast<const uint8_t*>(&offset), DType::I64, device);
         break;
       }
     }
@@ -212,14 +210,13 @@ CallResult Engine::run(const OpCall& call) {
   }
 
   try {
-    program->exe->execute(s.raw, s.kept, s.donated, s.outs);
+    program.exe->execute(s.raw, s.kept, s.donated, s.outs);
   } catch (const runtime::Error& e) {
     for (auto& [slot, buffer] : s.taken) slot->restore(std::move(buffer));
-    throw named(e, call.op->name);
+    throw named(e, name);
   }
   s.keep.clear();
   metrics_.executed(static_cast<int64_t>(s.donated.size()));
-  const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
   if (!s.outs.empty()) {
     // Tracked by an output that stays alive when there is one: a written tensor.
     size_t tracked = 0;
@@ -228,11 +225,36 @@ CallResult Engine::run(const OpCall& call) {
         tracked = i;
         break;
       }
-    executor_.enqueued(s.outs[tracked], call.op->name.c_str());
+    executor_.enqueued(s.outs[tracked], calls[n - 1]->op->name.c_str());
   }
+  return static_cast<int64_t>(s.donated.size());
+}
+
+CallResult Engine::run(const OpCall& call) {
+  if (mode() == Mode::Fused) {
+    if (call.fusable) return plan(call);
+    flush(FlushReason::Unfusable);
+  }
+  return run_strict(call);
+}
+
+CallResult Engine::run_strict(const OpCall& call) {
+  static thread_local Binding scratch;
+  Binding& s = scratch;
+  ReleaseOnExit<Binding> release{s};
+  const OpCall* calls[] = {&call};
+  make_key(identity_, calls, 1, s.key, s.numbering);
+  bool hit;
+  std::shared_ptr<const CachedProgram> program = cache_.get(s.key, [&] { return compile({&call}); }, &hit);
+  if (hit) metrics_.cache_hit();
+  const Signature& sig = program->signature;
+  check_scalars(sig, call, 0);
+  const std::vector<Slot*>& slots = s.numbering.slots();
+  execute(*program, calls, 1, slots, s, call.op->name);
+  const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
 
   CallResult result;
-  result.types = &sig.fresh_types;
+  result.types = std::shared_ptr<const std::vector<hlo::TensorType>>(program, &sig.fresh_types);
   std::vector<PendingCheck> checks;
   for (size_t i = 0; i < s.outs.size(); ++i) {
     const auto& sink = sig.outputs[i];
@@ -265,17 +287,184 @@ CallResult Engine::run(const OpCall& call) {
   return result;
 }
 
+// ---------------------------------------------------------------- fused regions
+
+const char* flush_reason_name(FlushReason r) {
+  static const char* names[kNumFlushReasons] = {"sync",     "read",       "upload",    "unfusable", "mode",
+                                                "device",   "dtype_view", "cap_calls", "cap_bytes", "period"};
+  return names[static_cast<int>(r)];
+}
+
+CallResult Engine::plan(const OpCall& call) {
+  ProgramKey key;
+  SlotNumbering numbering;
+  const OpCall* calls[] = {&call};
+  make_key(identity_, calls, 1, key, numbering);
+  std::shared_ptr<const Signature> sig;
+  {
+    std::lock_guard<std::mutex> g(signatures_mu_);
+    auto it = signatures_.find(key);
+    if (it != signatures_.end()) sig = it->second;
+  }
+  if (!sig) {
+    ProgramBuilder builder;
+    builder.add(call);  // raises the call's argument errors here, at the op
+    auto made = std::make_shared<Signature>(builder.finish().signature);
+    std::lock_guard<std::mutex> g(signatures_mu_);
+    if (signatures_.size() > 65536) signatures_.clear();
+    sig = signatures_.emplace(key, std::move(made)).first->second;
+  }
+  check_scalars(*sig, call, 0);
+  CallResult r;
+  r.deferred = true;
+  r.types = std::shared_ptr<const std::vector<hlo::TensorType>>(sig, &sig->fresh_types);
+  r.has_checks = !sig->checks.empty();
+  r.structure = key.hash;
+  return r;
+}
+
+void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned) {
+  // The user's line, asked before the lock (it takes the GIL).
+  std::string location = planned.has_checks && location_hook_ ? location_hook_() : std::string();
+  OpCall joined = call;
+  // Fresh results become whole writes of their new storages.
+  size_t j = 0;
+  auto fresh_ref = [&](size_t k) {
+    const hlo::TensorType& t = (*planned.types)[k];
+    TensorRef r;
+    r.slot = fresh[k];
+    r.view.dtype = t.dtype;
+    r.view.sizes = t.dims;
+    r.view.strides.assign(t.dims.size(), 1);
+    for (size_t d = t.dims.size(); d-- > 1;) r.view.strides[d - 1] = r.view.strides[d] * std::max<int64_t>(t.dims[d], 1);
+    return r;
+  };
+  for (auto& target : joined.targets)
+    if (!target.slot && j < fresh.size()) target = fresh_ref(j++);
+  while (j < fresh.size()) joined.targets.push_back(fresh_ref(j++));
+
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
+  if (!region_.empty() && region_.device != call.device) flush(FlushReason::Device);
+  bool other_dtype = false;
+  for_each_ref(joined, [&](const TensorRef& r, bool) {
+    const DType* d = region_.dtype_of(r.slot);
+    if (d && *d != r.view.dtype) other_dtype = true;
+  });
+  if (other_dtype) flush(FlushReason::DtypeView);
+  region_.device = call.device;
+  region_.add(joined, std::move(location));
+  for (Slot* f : fresh) region_.fresh_bytes += f->nbytes;
+  const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
+
+  if (period_.length() >= (int64_t{1} << 16)) period_.reset();
+  const int64_t p = period_.push(planned.structure);
+  if (p > 0) {
+    const int64_t unit = p * std::max<int64_t>(1, (kMinPeriodCut + p - 1) / p);
+    if ((period_.length() % unit) % static_cast<int64_t>(kMaxRegionCalls) == 0) return flush(FlushReason::Period);
+  }
+  if (region_.calls.size() >= kMaxRegionCalls) return flush(FlushReason::CapCalls);
+  if (region_.fresh_bytes >= kMaxRegionBytes) return flush(FlushReason::CapBytes);
+}
+
+void Engine::flush(FlushReason why) {
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
+  if (flushing_) return;
+  if (why == FlushReason::Sync || why == FlushReason::Read) period_.reset();
+  if (region_.empty()) return;
+  flushing_ = true;
+  struct End {
+    Engine& e;
+    ~End() {
+      for (Slot* dead : e.region_.clear()) delete dead;
+      e.flushing_ = false;
+    }
+  } end{*this};
+  metrics_.flushed(flush_reason_name(why), static_cast<int64_t>(region_.calls.size()));
+  run_region();
+}
+
+void Engine::run_region() {
+  Region& r = region_;
+  std::vector<const OpCall*> calls;
+  for (const OpCall& c : r.calls) calls.push_back(&c);
+  const std::string name = "a fused region ending in " + r.calls.back().op->name;
+  bool hit;
+  std::shared_ptr<const CachedProgram> program;
+  try {
+    program = cache_.get(r.key(), [&] { return compile(calls, &r.dead); }, &hit);
+  } catch (const std::exception& e) {
+    // A region that does not compile runs call by call, as strict mode would.
+    metrics_.replayed();
+    if (std::getenv("TORCH_PJRT_DEBUG_REGIONS")) std::fprintf(stderr, "torch_pjrt: region replayed: %s\n", e.what());
+    for (const OpCall* c : calls) run_strict(*c);
+    return;
+  }
+  if (hit) metrics_.cache_hit();
+  Binding s;
+  execute(*program, calls.data(), calls.size(), r.slots, s, name);
+  const Signature& sig = program->signature;
+  std::vector<int32_t> writer(r.slots.size(), 0);
+  for (size_t c = 0; c < r.calls.size(); ++c)
+    for (const auto& t : r.calls[c].targets)
+      if (t.slot) writer[t.slot->region_index()] = static_cast<int32_t>(c);
+  std::vector<PendingCheck> checks;
+  for (size_t i = 0; i < s.outs.size(); ++i) {
+    const auto& sink = sig.outputs[i];
+    if (sink.kind == Signature::Output::SlotWrite) {
+      r.slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], r.calls[writer[sink.index]].op->name.c_str()});
+    } else if (sink.kind == Signature::Output::Check) {
+      const auto& c = sig.checks[sink.index];
+      const std::string& at = r.locations[c.call];
+      checks.push_back({s.outs[i], c.message + (at.empty() ? "" : " (at " + at + ")"), c.kind});
+    }
+  }
+  s.release();
+  executor_.add_checks(std::move(checks));
+}
+
+std::string Engine::region_text(const Slot& slot) {
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
+  if (flushing_ || !region_.dtype_of(&slot)) return "";
+  ProgramBuilder builder;
+  for (const OpCall& c : region_.calls) builder.add(c);
+  return builder.finish(&region_.dead).module_text;
+}
+
+void Engine::release_slot(void* ctx) {
+  Slot* slot = static_cast<Slot*>(ctx);
+  if (slot->region_index() >= 0) {
+    Engine& e = *g_engine.load();
+    std::lock_guard<std::recursive_mutex> g(e.region_mu_);
+    if (e.region_.dtype_of(slot)) {
+      e.region_.mark_dead(slot);
+      return;
+    }
+  }
+  delete slot;
+}
+
+void Engine::set_mode(Mode m) {
+  flush(FlushReason::Mode);
+  mode_.store(m);
+}
+
 void Engine::add_checks(std::vector<CallResult::Check> checks) { executor_.add_checks(std::move(checks)); }
 
 // ---------------------------------------------------------------- sync and transfers
 
-void Engine::sync() {
+void Engine::sync(FlushReason why) {
+  flush(why);
   metrics_.synced();
   executor_.sync();
 }
 
+bool Engine::has_data(Slot& slot) {
+  if (slot.region_index() >= 0) flush(FlushReason::Read);
+  return slot.has_buffer();
+}
+
 void Engine::download(Slot& slot, void* dst) {
-  sync();
+  sync(FlushReason::Read);
   Slot::State st = slot.state();
   if (!st.buffer) {
     std::memset(dst, 0, slot.nbytes);
@@ -290,7 +479,7 @@ void Engine::download(Slot& slot, void* dst) {
 }
 
 void Engine::read_result(const runtime::BufferPtr& buffer, void* dst, size_t nbytes, const std::string& op) {
-  sync();
+  sync(FlushReason::Read);
   try {
     buffer->to_host(dst, nbytes);
   } catch (const runtime::Error& e) {
@@ -299,6 +488,7 @@ void Engine::read_result(const runtime::BufferPtr& buffer, void* dst, size_t nby
 }
 
 void Engine::upload(Slot& slot, const void* src, DType dtype) {
+  if (slot.region_index() >= 0) flush(FlushReason::Upload);
   int64_t n = slot.nbytes / hlo::byte_size(dtype);
   slot.set({client_->from_host(src, element_type(dtype), {n}, slot.device), dtype, nullptr});
 }
@@ -308,6 +498,7 @@ void Engine::adopt(Slot& slot, runtime::BufferPtr buffer, DType dtype) {
 }
 
 runtime::BufferPtr Engine::ensure_buffer(Slot& slot, DType dtype) {
+  if (slot.region_index() >= 0) flush(FlushReason::Read);  // a no-op inside the flush that binds it
   {
     Slot::State st = slot.state();
     if (st.buffer && st.dtype == dtype) return std::move(st.buffer);

@@ -12,6 +12,15 @@
 // (slot.h), fresh results back to the glue. Runtime values are always
 // program parameters, never part of a key.
 //
+// Fused mode (region.h): a call that can fuse does not run at once. run()
+// lowers it alone, once per structure and without compiling, to learn its
+// fresh results' types and to raise bad arguments at the op; the glue makes
+// the fresh tensors and hands their slots to join(), which adds the call to
+// the open region. The region runs as one program at flush(): at a sync
+// point or read, an upload into one of its storages, a call that cannot
+// fuse, a mode or device change, a storage viewed as another dtype, the size
+// caps, or a cut at the op stream's period.
+//
 // Thread-safety: all public methods may be called from any thread at once
 // (torch's autograd runs backward on its own device thread, and users run
 // ops from several Python threads). The cache, executor and metrics guard
@@ -34,21 +43,44 @@
 #include "engine/executor.h"
 #include "engine/metrics.h"
 #include "engine/program.h"
+#include "engine/region.h"
 #include "engine/slot.h"
 #include "runtime/pjrt.h"
 
 namespace torch_pjrt::engine {
 
-// The eager modes. Fused is accepted by the API but not implemented yet.
+// The eager modes: one program per op, waited for (Debug) or async
+// (Strict); or ops joined into regions that run as one program (Fused).
 enum class Mode { Debug, Strict, Fused };
+
+// Why a fused region ran (metrics()["flush_reasons"] counts them by name).
+enum class FlushReason : uint8_t {
+  Sync,       // sync(): torch_pjrt.synchronize, torch.tpu.synchronize
+  Read,       // the host reads a value (.item(), .cpu(), print, a data-dependent op)
+  Upload,     // host data replaces a storage the region references
+  Unfusable,  // a call that cannot join (out=, data-dependent results), or the CPU fallback
+  Mode,       // a mode switch
+  Device,     // a call on another device
+  DtypeView,  // a storage viewed as another dtype than the region reads it as
+  CapCalls,   // kMaxRegionCalls calls
+  CapBytes,   // kMaxRegionBytes of fresh results
+  Period,     // a cut at the op stream's period
+};
+constexpr int kNumFlushReasons = 10;
+const char* flush_reason_name(FlushReason r);
 
 // What a call produced: the buffers of results that go to fresh tensors, in
 // order, with their types (results written to targets are already stored).
+// A deferred result (fused mode) has types and no buffers: the caller makes
+// the fresh tensors and passes them to Engine::join.
 struct CallResult {
   std::vector<runtime::BufferPtr> buffers;
-  const std::vector<hlo::TensorType>* types = nullptr;  // the program's signature's, alive for the process
+  std::shared_ptr<const std::vector<hlo::TensorType>> types;  // shared with the program or signature
   using Check = PendingCheck;
   std::vector<Check> checks;  // only with OpCall::defer_checks
+  bool deferred = false;
+  bool has_checks = false;  // deferred: the call makes runtime checks
+  uint64_t structure = 0;   // deferred: the call's key hash
 };
 
 class Engine {
@@ -69,14 +101,42 @@ class Engine {
   int device_count() const { return client_->device_count(); }
 
   // Runs one op: looks up or compiles its program and enqueues it. Strict
-  // mode returns at once; debug mode waits and raises errors here.
+  // mode returns at once; debug mode waits and raises errors here. Fused
+  // mode returns a deferred result for a fusable call (see join), and
+  // flushes the open region before it runs any other call.
   CallResult run(const OpCall& call);
+  // Fused mode: adds a call that run() deferred to the open region, with
+  // the slots of its fresh results (new storages of `planned.types`, in
+  // order). May flush the region (caps, period). Nothing reads or writes
+  // those slots until the region runs; readers flush it first.
+  void join(const OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned);
+  // Runs the open region now (nothing when it is empty).
+  void flush(FlushReason why);
+  // The StableHLO module the open region would run, when it references
+  // `slot`; "" otherwise.
+  std::string region_text(const Slot& slot);
+  // The deleter of a storage's DataPtr: deletes its slot, or, while the open
+  // region references it, marks it dead and deletes it after the flush.
+  static void release_slot(void* slot);
+  // Where the user's code is ("file.py:LINE"), asked when a call with
+  // runtime checks joins a region; set by the glue.
+  void set_location_hook(std::string (*hook)()) { location_hook_ = hook; }
+
+  // Caps of a fused region (a region flushes when it reaches either).
+  static constexpr size_t kMaxRegionCalls = 512;
+  static constexpr int64_t kMaxRegionBytes = int64_t{1} << 30;
+  // A region cut at the stream's period holds at least this many calls
+  // (whole periods), so a stream of one repeated op still fuses.
+  static constexpr int64_t kMinPeriodCut = 32;
   // Queues runtime checks a deferred call returned (read at the next sync).
   void add_checks(std::vector<CallResult::Check> checks);
 
-  // Sync point: waits for every program enqueued so far, then reads pending
-  // runtime checks; raises the first failure of either.
-  void sync();
+  // Sync point: runs the open region, waits for every program enqueued so
+  // far, then reads pending runtime checks; raises the first failure of
+  // either.
+  void sync(FlushReason why = FlushReason::Sync);
+  // Whether a slot holds data (runs the open region first when it writes it).
+  bool has_data(Slot& slot);
   // Copies a slot's whole buffer to host memory (a sync point).
   void download(Slot& slot, void* dst);
   // Reads a small result buffer of a program (a data-dependent count, the
@@ -95,7 +155,8 @@ class Engine {
   void adopt(Slot& slot, runtime::BufferPtr buffer, DType dtype);
 
   Mode mode() const { return mode_.load(); }
-  void set_mode(Mode m) { mode_.store(m); }
+  // Runs the open region, then switches.
+  void set_mode(Mode m);
 
   Metrics metrics() { return metrics_.snapshot(); }
   void reset_metrics() { metrics_.reset(); }
@@ -115,8 +176,19 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<runtime::Client> client);
-  std::unique_ptr<CachedProgram> compile(const std::vector<const OpCall*>& calls);
+  std::shared_ptr<const CachedProgram> compile(const std::vector<const OpCall*>& calls,
+                                              const std::vector<uint8_t>* dead = nullptr);
   runtime::BufferPtr scalar_buffer(const uint8_t* bytes, DType dtype, int device);
+  CallResult run_strict(const OpCall& call);
+  CallResult plan(const OpCall& call);
+  void run_region();
+  void check_scalars(const Signature& sig, const OpCall& call, int32_t index) const;
+  // Binds the program's parameters for `calls` (their distinct slots in
+  // `slots`), donates what it may and executes it; outputs into `outs`.
+  // Returns the number of donated buffers.
+  struct Binding;
+  int64_t execute(const CachedProgram& program, const OpCall* const* calls, size_t n, const std::vector<Slot*>& slots,
+                  Binding& b, const std::string& name);
 
   std::unique_ptr<runtime::Client> client_;
   int64_t identity_;  // the first word of every key
@@ -135,6 +207,19 @@ class Engine {
   };
   std::mutex scalars_mu_;
   std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;
+  // Fused mode: signatures of single calls (lowered, never compiled).
+  struct KeyHash {
+    size_t operator()(const ProgramKey& k) const { return static_cast<size_t>(k.hash); }
+  };
+  std::mutex signatures_mu_;
+  std::unordered_map<ProgramKey, std::shared_ptr<const Signature>, KeyHash> signatures_;
+  // The open region. Recursive: a flush reads storages through paths that
+  // may ask for a flush again (a no-op while `flushing_`).
+  std::recursive_mutex region_mu_;
+  Region region_;
+  StreamPeriod period_;
+  bool flushing_ = false;
+  std::string (*location_hook_)() = nullptr;
 };
 
 }  // namespace torch_pjrt::engine

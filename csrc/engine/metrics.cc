@@ -1,5 +1,7 @@
 #include "engine/metrics.h"
 
+#include <algorithm>
+
 namespace torch_pjrt::engine {
 
 void MetricsRecorder::compiled(double seconds) {
@@ -22,6 +24,19 @@ void MetricsRecorder::executed(int64_t donations) {
 void MetricsRecorder::synced() {
   std::lock_guard<std::mutex> g(mu_);
   m_.syncs++;
+}
+
+void MetricsRecorder::flushed(const char* reason, int64_t calls) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.regions++;
+  m_.region_calls += calls;
+  m_.region_calls_max = std::max(m_.region_calls_max, calls);
+  m_.flush_reasons[reason]++;
+}
+
+void MetricsRecorder::replayed() {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.region_replays++;
 }
 
 void MetricsRecorder::fallback(const std::string& op) {

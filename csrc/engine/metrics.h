@@ -22,6 +22,13 @@ struct Metrics {
   double compile_seconds = 0;
   std::map<std::string, int64_t> fallback_ops;
   std::map<std::string, int64_t> op_calls;  // lowered ops run, by ATen name
+  // Fused mode: regions run, their calls (sum and largest), why they ran,
+  // and regions that did not compile and ran call by call instead.
+  int64_t regions = 0;
+  int64_t region_calls = 0;
+  int64_t region_calls_max = 0;
+  std::map<std::string, int64_t> flush_reasons;
+  int64_t region_replays = 0;
 };
 
 class MetricsRecorder {
@@ -30,6 +37,8 @@ class MetricsRecorder {
   void cache_hit();
   void executed(int64_t donations);
   void synced();
+  void flushed(const char* reason, int64_t calls);
+  void replayed();
   void fallback(const std::string& op);
   // Makes `op` appear in op_calls; `op` must live for the process.
   void register_op(OpDef* op);

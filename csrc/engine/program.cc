@@ -15,7 +15,7 @@ using lowering::LoweringError;
 
 std::string Signature::serialize() const {
   std::ostringstream o;
-  o << "sig1\nparams " << params.size();
+  o << "sig2\nparams " << params.size();
   for (const auto& p : params) o << ' ' << int(p.kind) << ':' << p.index << ':' << p.call;
   o << "\nslots " << slot_dtypes.size();
   for (DType t : slot_dtypes) o << ' ' << int(t);
@@ -29,7 +29,8 @@ std::string Signature::serialize() const {
   o << "\ndonations " << donations.size();
   for (const auto& [p, r] : donations) o << ' ' << p << ':' << r;
   o << "\nchecks " << checks.size() << '\n';
-  for (const auto& c : checks) o << int(c.kind) << ' ' << c.message.size() << ' ' << c.message << '\n';
+  for (const auto& c : checks)
+    o << int(c.kind) << ' ' << c.call << ' ' << c.message.size() << ' ' << c.message << '\n';
   o << "scalar_checks " << scalar_checks.size() << '\n';
   for (const auto& c : scalar_checks)
     o << c.call << ' ' << c.arg << ' ' << int(c.fits) << ' ' << c.message.size() << ' ' << c.message << '\n';
@@ -70,7 +71,7 @@ struct SigReader {
 Signature Signature::deserialize(const std::string& text) {
   SigReader r(text);
   Signature s;
-  r.word("sig1");
+  r.word("sig2");
   for (size_t n = r.count("params"); n--;) {
     auto kind = static_cast<Param>(r.integer());
     int32_t index = static_cast<int32_t>(r.next());
@@ -94,11 +95,12 @@ Signature Signature::deserialize(const std::string& text) {
   }
   for (size_t n = r.count("checks"); n--;) {
     auto kind = static_cast<lowering::ErrorKind>(r.integer());
+    int32_t call = static_cast<int32_t>(r.integer());
     int64_t len = r.integer();
     if (len < 0 || len > (1 << 20) || r.in.get() != ' ') r.bad();
     std::string message(static_cast<size_t>(len), '\0');
     if (!r.in.read(message.data(), len)) r.bad();
-    s.checks.push_back({message, kind});
+    s.checks.push_back({message, kind, call});
   }
   for (size_t n = r.count("scalar_checks"); n--;) {
     int32_t call = static_cast<int32_t>(r.integer());
@@ -224,6 +226,7 @@ void ProgramBuilder::add(const OpCall& call) {
     const TensorRef& target = call.targets[k];
     const ViewSpec& view = target.view;
     if (view.numel() == 0 && v.type.numel() == 0) {
+      numbering_.index_of(target.slot);  // numbered as make_key numbers it
       offset_param(target, Access::Empty);
       continue;
     }
@@ -250,7 +253,7 @@ void ProgramBuilder::add(const OpCall& call) {
     sv.has_value = sv.written = true;
   }
   for (const auto& c : cx.checks()) {
-    sig_.checks.push_back({c.message, c.kind});
+    sig_.checks.push_back({c.message, c.kind, calls_});
     checks_.push_back(c.failed);
   }
   for (const auto& c : cx.scalar_checks())
@@ -258,14 +261,14 @@ void ProgramBuilder::add(const OpCall& call) {
   ++calls_;
 }
 
-Program ProgramBuilder::finish() {
+Program ProgramBuilder::finish(const std::vector<uint8_t>* dead) {
   std::vector<Value> outs;
   for (size_t i = 0; i < fresh_.size(); ++i) {
     sig_.outputs.push_back({Signature::Output::Fresh, static_cast<int32_t>(i)});
     outs.push_back(fresh_[i]);
   }
   for (size_t s = 0; s < values_.size(); ++s) {
-    if (!values_[s].written) continue;
+    if (!values_[s].written || (dead && s < dead->size() && (*dead)[s])) continue;
     if (values_[s].read) {
       int32_t out = static_cast<int32_t>(outs.size());
       sig_.donations.push_back({values_[s].param, out});

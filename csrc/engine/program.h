@@ -42,6 +42,7 @@ struct Signature {
   struct CheckInfo {
     std::string message;
     lowering::ErrorKind kind;
+    int32_t call = 0;  // the call of the sequence that made the check
   };
 
   std::vector<ParamSource> params;
@@ -91,8 +92,12 @@ class ProgramBuilder {
   // Lowers `call` after the calls added before it. Throws
   // lowering::LoweringError for arguments its lowering refuses.
   void add(const OpCall& call);
-  // The module and its signature; the builder is spent.
-  Program finish();
+  // The module and its signature; the builder is spent. Storages marked in
+  // `dead` (by distinct slot; may be null) are not results: nothing reads
+  // what the sequence wrote into them.
+  Program finish(const std::vector<uint8_t>* dead = nullptr);
+  // The distinct slots of the calls added so far, in their numbering.
+  const std::vector<Slot*>& slots() const { return numbering_.slots(); }
 
  private:
   struct SlotValue {

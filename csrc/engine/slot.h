@@ -8,10 +8,12 @@
 // Only the engine changes a slot (Engine::run, upload, adopt; see
 // engine.h). The torch glue asks the engine and never writes a buffer.
 //
-// A slot is materialised (it holds its buffer, or none yet) or pending: its
-// buffer was donated to a program that is being enqueued and will be
-// replaced by that program's output. Readers wait while it is pending (only
-// for the enqueue, not for the program to run).
+// A slot is materialised (it holds its buffer, or none yet) or pending. It
+// is pending while its buffer was donated to a program that is being
+// enqueued and will be replaced by that program's output (readers wait, only
+// for the enqueue, not for the program to run), and while fused mode's open
+// region reads or writes it (`region_index` >= 0): the engine then flushes
+// the region before anyone else reads or replaces the buffer.
 //
 // Thread-safety: `device` and `nbytes` never change. The buffer, its dtype and
 // its producer are read and replaced together under the slot's own mutex, so
@@ -20,6 +22,7 @@
 // lock is taken or while the host waits for a device program.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -48,8 +51,14 @@ class Slot {
   const int device;
   const int64_t nbytes;
 
+  // This slot's number in the open fused region, or -1 when no region
+  // references it. Set and cleared by the engine under its region lock;
+  // read without the lock (a reader that sees -1 needs no flush).
+  int32_t region_index() const { return region_index_.load(std::memory_order_acquire); }
+
  private:
   friend class Engine;
+  friend class Region;
   void set(State s);
   // Donation: when the slot's buffer is `ours` and nobody but this slot and
   // the caller holds it, drops the slot's reference (the caller's is then
@@ -63,6 +72,7 @@ class Slot {
   mutable std::condition_variable written_;
   State state_;
   bool pending_ = false;
+  std::atomic<int32_t> region_index_{-1};
 };
 
 }  // namespace torch_pjrt::engine

@@ -116,7 +116,7 @@ namespace {
 
 void rethrow_as_torch(const std::string& op) {
   std::string where;
-  if (Engine::available() && Engine::get().mode() == engine::Mode::Debug && python_location) {
+  if (Engine::available() && Engine::get().mode() == engine::Mode::Debug && python_location) {  // the failing op's line
     std::string loc = python_location();
     if (!loc.empty()) where = " (at " + loc + ")";
   }
@@ -174,8 +174,6 @@ namespace {
 // PJRT buffer.
 std::atomic<uintptr_t> g_next_address{uintptr_t{1} << 44};
 
-void delete_slot(void* ctx) { delete static_cast<Slot*>(ctx); }
-
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t n) override {
@@ -184,7 +182,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     auto* slot = new Slot(d, static_cast<int64_t>(n));
     uintptr_t size = (std::max<size_t>(n, 1) + 255) & ~uintptr_t{255};
     void* address = reinterpret_cast<void*>(g_next_address.fetch_add(size));
-    return {address, slot, &delete_slot, c10::Device(c10::DeviceType::PrivateUse1, d)};
+    return {address, slot, &Engine::release_slot, c10::Device(c10::DeviceType::PrivateUse1, d)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void*, const void*, std::size_t) const override {

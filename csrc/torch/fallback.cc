@@ -29,7 +29,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (warned.insert(name).second)
       TORCH_WARN("torch_pjrt: '", name, "' has no tpu lowering yet; it runs on the CPU (copy in, run, copy out).");
   }
-  if (Engine::available()) Engine::get().count_fallback(name);
+  if (Engine::available()) {
+    Engine::get().count_fallback(name);
+    translate_errors(name, [] { Engine::get().flush(engine::FlushReason::Unfusable); });
+  }
   at::native::cpu_fallback(op, stack);
 }
 

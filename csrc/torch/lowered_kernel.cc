@@ -406,6 +406,9 @@ class LoweredKernel final : public c10::OperatorKernel {
         }
 
     call.defer_checks = variant_ == Variant::Out;
+    // Fused mode: a call joins the open region unless its results are read
+    // on the host at once or validated after it ran.
+    call.fusable = variant_ != Variant::Out && !returns_bool_ && traits_.narrowed.empty() && !check_errors_;
     engine::CallResult r;
     try {
       r = Engine::get().run(call);
@@ -414,6 +417,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       return;
     }
     torch::jit::drop(*stack, nargs);
+    c10::SmallVector<at::Tensor, 4> results;
+    if (r.deferred) results = fresh_tensors(call, r);
 
     if (variant_ == Variant::InPlace) {
       if (returns_ > 0) torch::jit::push(*stack, std::move(self));
@@ -435,11 +440,7 @@ class LoweredKernel final : public c10::OperatorKernel {
       Engine::get().read_result(r.buffers.at(r.buffers.size() - 1), &count, sizeof count, def_.name);
       r.buffers.pop_back();
     }
-    c10::SmallVector<at::Tensor, 4> results;
-    for (size_t k = 0; k < r.buffers.size(); ++k) {
-      const auto& t = (*r.types)[k];
-      results.push_back(new_tensor(t.dims, to_torch(t.dtype), dc.device, r.buffers[k]));
-    }
+    if (!r.deferred) results = fresh_tensors(call, r);
     if (check_errors_ && args[check_errors_->first].toBool() && !results.empty())
       at::_linalg_check_errors(results.back(), check_errors_->second, args[0].toTensor().dim() == 2);
     if (narrowed)

@@ -109,4 +109,17 @@ void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
 thread_local std::vector<std::unique_ptr<OpCall>> PooledCall::t_pool;
 thread_local size_t PooledCall::t_depth = 0;
 
+c10::SmallVector<at::Tensor, 4> fresh_tensors(const OpCall& call, const engine::CallResult& r) {
+  c10::SmallVector<at::Tensor, 4> out;
+  const size_t n = r.deferred ? r.types->size() : r.buffers.size();
+  std::vector<Slot*> slots;
+  for (size_t k = 0; k < n; ++k) {
+    const auto& t = (*r.types)[k];
+    out.push_back(new_tensor(t.dims, to_torch(t.dtype), call.device, r.deferred ? nullptr : r.buffers[k]));
+    if (r.deferred) slots.push_back(slot_of(out.back()));
+  }
+  if (r.deferred) Engine::get().join(call, slots, r);
+  return out;
+}
+
 }  // namespace torch_pjrt::glue

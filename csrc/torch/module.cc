@@ -12,14 +12,30 @@ namespace {
 
 namespace py = pybind11;
 
-std::string innermost_python_line() {
+// "file.py:LINE" of the innermost Python frame outside torch and torch_pjrt
+// (the user's line), or of the innermost frame when all are inside.
+std::string user_python_line() {
   py::gil_scoped_acquire gil;
   PyFrameObject* frame = PyEval_GetFrame();
   if (!frame) return "";
-  PyCodeObject* code = PyFrame_GetCode(frame);
-  std::string file = py::cast<std::string>(py::handle(code->co_filename));
-  Py_DECREF(code);
-  return file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+  Py_INCREF(frame);
+  std::string first;
+  while (frame) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    std::string file = py::cast<std::string>(py::handle(code->co_filename));
+    Py_DECREF(code);
+    std::string here = file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    if (first.empty()) first = here;
+    const bool inside = file.find("/torch/") != std::string::npos || file.find("/torch_pjrt/") != std::string::npos;
+    if (!inside) {
+      Py_DECREF(frame);
+      return here;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  return first;
 }
 
 engine::Mode parse_mode(const std::string& m) {
@@ -51,7 +67,7 @@ Engine& engine_or_raise() {
 PYBIND11_MODULE(_C, m) {
   using namespace torch_pjrt::glue;
   namespace py = pybind11;
-  python_location = &innermost_python_line;
+  python_location = &user_python_line;
   {
     py::tuple bases = py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ZeroDivisionError));
     zero_division_error = PyErr_NewException("torch_pjrt.ZeroDivisionError", bases.ptr(), nullptr);
@@ -72,7 +88,17 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     translate_errors("synchronize", [] { Engine::get().sync(); });
   });
-  m.def("_set_mode", [](const std::string& mode) { engine_or_raise().set_mode(parse_mode(mode)); });
+  m.def("_set_mode", [](const std::string& mode) {
+    Engine& e = engine_or_raise();
+    e.set_location_hook(&user_python_line);
+    torch_pjrt::engine::Mode mode_value = parse_mode(mode);
+    py::gil_scoped_release no_gil;
+    translate_errors("set_eager_mode", [&] { e.set_mode(mode_value); });
+  });
+  m.def("_stablehlo", [](const at::Tensor& t) {
+    TORCH_CHECK(t.is_privateuseone(), "torch_pjrt.stablehlo expects a tpu tensor, got one on ", t.device());
+    return translate_errors("stablehlo", [&] { return engine_or_raise().region_text(*slot_of(t)); });
+  });
   m.def("_get_mode", [] { return std::string(mode_name(engine_or_raise().mode())); });
   m.def("_metrics", [] {
     auto mt = engine_or_raise().metrics();
@@ -90,6 +116,15 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& [k, v] : mt.op_calls) calls[py::str(k)] = v;
     d["op_calls"] = calls;
     d["cached_programs"] = engine_or_raise().cache_size();
+    d["regions"] = mt.regions;
+    py::dict per_region;
+    per_region["mean"] = mt.regions ? static_cast<double>(mt.region_calls) / mt.regions : 0.0;
+    per_region["max"] = mt.region_calls_max;
+    d["ops_per_region"] = per_region;
+    py::dict reasons;
+    for (const auto& [k, v] : mt.flush_reasons) reasons[py::str(k)] = v;
+    d["flush_reasons"] = reasons;
+    d["region_replays"] = mt.region_replays;
     return d;
   });
   m.def("_program_keys", [] { return engine_or_raise().program_keys(); });

@@ -100,11 +100,17 @@ class PooledCall {
     c.device = 0;
     c.targets.clear();
     c.defer_checks = false;
+    c.fusable = false;
   }
   static thread_local std::vector<std::unique_ptr<OpCall>> t_pool;
   static thread_local size_t t_depth;
   OpCall* call_;
 };
+
+// The fresh results of a call as new tensors: they adopt the buffers of a
+// call that ran, or, for a deferred call (fused mode), are new storages
+// that join the open region with the call.
+c10::SmallVector<at::Tensor, 4> fresh_tensors(const OpCall& call, const engine::CallResult& r);
 
 // ---------------------------------------------------------------- lowered_kernel.cc
 

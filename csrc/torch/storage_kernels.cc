@@ -67,13 +67,14 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::op
   if (numel > 0 && needed > static_cast<int64_t>(storage.nbytes())) {
     Slot* old = slot_of(self);
     std::vector<uint8_t> bytes(needed, 0);
-    if (old && old->has_buffer()) Engine::get().download(*old, bytes.data());
+    const bool had_data = old && Engine::get().has_data(*old);
+    if (had_data) Engine::get().download(*old, bytes.data());
     c10::DeviceIndex saved = current_device();
     set_current_device(self.device().index());
     c10::DataPtr fresh = tpu_allocator()->allocate(needed);
     set_current_device(saved);
     Slot* slot = static_cast<Slot*>(fresh.get_context());
-    if (old && old->has_buffer()) {
+    if (had_data) {
       hlo::DType t = to_hlo(self.scalar_type());
       if (needed % hlo::byte_size(t) != 0) t = hlo::DType::U8;
       Engine::get().upload(*slot, bytes.data(), t);
@@ -128,11 +129,14 @@ const engine::OpDef& op_def(const char* name) {
   return *d;
 }
 
-// Runs a one-tensor lowering (clone, copy) through the engine.
-engine::CallResult run_simple(const char* name, const std::vector<at::Tensor>& inputs, const at::Tensor* target) {
+// Runs a one-tensor lowering (clone, copy) through the engine; returns its
+// fresh results.
+c10::SmallVector<at::Tensor, 4> run_simple(const char* name, const std::vector<at::Tensor>& inputs,
+                                           const at::Tensor* target) {
   OpCall call;
   call.op = &op_def(name);
   call.device = inputs[0].device().index();
+  call.fusable = true;
   for (const auto& t : inputs) {
     CallArg a;
     a.kind = Kind::Tensor;
@@ -140,7 +144,7 @@ engine::CallResult run_simple(const char* name, const std::vector<at::Tensor>& i
     call.args.push_back(std::move(a));
   }
   if (target) call.targets.push_back(ref_of(*target));
-  return Engine::get().run(call);
+  return fresh_tensors(call, Engine::get().run(call));
 }
 
 }  // namespace
@@ -149,8 +153,7 @@ at::Tensor apply_bits(const at::Tensor& t, bool conj, bool neg) {
   at::Tensor r = t;
   for (const char* name : {conj ? "aten::_conj_physical" : nullptr, neg ? "aten::neg" : nullptr}) {
     if (!name || r.numel() == 0) continue;
-    auto res = run_simple(name, {r}, nullptr);
-    r = new_tensor(r.sizes(), r.scalar_type(), r.device().index(), res.buffers[0]);
+    r = run_simple(name, {r}, nullptr)[0];
   }
   if (r.is_same(t)) r = new_tensor(t.sizes(), t.scalar_type(), t.device().index());  // empty
   return r;
@@ -175,8 +178,7 @@ at::Tensor to_cpu(const at::Tensor& src) {
     return host.narrow(0, v.offset, v.numel()).view(src.sizes());
   }
   if (!v.covers(storage_numel)) {
-    auto r = run_simple("aten::clone", {src}, nullptr);
-    whole = new_tensor(src.sizes(), src.scalar_type(), src.device().index(), r.buffers[0]);
+    whole = run_simple("aten::clone", {src}, nullptr)[0];
     slot = slot_of(whole);
   }
   at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU));

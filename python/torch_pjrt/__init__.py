@@ -46,6 +46,7 @@ __all__ = [
     "platform",
     "reset_metrics",
     "set_eager_mode",
+    "stablehlo",
     "synchronize",
 ]
 
@@ -67,8 +68,6 @@ def set_eager_mode(mode: str) -> None:
     """Sets the eager mode: ``"strict"`` (async, default), ``"debug"`` (sync per op) or ``"fused"``."""
     if mode not in _MODES:
         raise ValueError(f"eager mode must be one of {_MODES}, got {mode!r}")
-    if mode == "fused":
-        raise NotImplementedError("torch_pjrt: the 'fused' eager mode is not implemented yet; use 'strict' or 'debug'")
     _C._set_mode(mode)
 
 
@@ -94,6 +93,15 @@ def metrics() -> dict:
 
 def reset_metrics() -> None:
     _C._reset_metrics()
+
+
+def stablehlo(tensor: torch.Tensor) -> str:
+    """The StableHLO module that fused mode's open region would run to produce ``tensor``.
+
+    Returns ``""`` when no pending region produces or reads ``tensor`` (strict and debug mode, or
+    after a flush).
+    """
+    return _C._stablehlo(tensor)
 
 
 def synchronize() -> None:

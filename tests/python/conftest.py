@@ -9,10 +9,29 @@ import torch_pjrt
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+# The mode every test runs in: strict, unless TORCH_PJRT_TEST_MODE names another.
+DEFAULT_MODE = os.environ.get("TORCH_PJRT_TEST_MODE", "strict")
+
+# Modules whose tests run in strict and in fused mode (fused must keep strict's
+# semantics op for op): the op tests, models, training, optimizers and views.
+BOTH_MODES = ("test_ops_", "test_models", "test_training", "test_optim", "test_views")
+
+
+def pytest_generate_tests(metafunc):
+    name = metafunc.module.__name__.rpartition(".")[2]
+    if DEFAULT_MODE == "strict" and name.startswith(BOTH_MODES) and "eager_mode_name" in metafunc.fixturenames:
+        metafunc.parametrize("eager_mode_name", ["strict", "fused"])
+
+
+@pytest.fixture
+def eager_mode_name():
+    return DEFAULT_MODE
+
+
 @pytest.fixture(autouse=True)
-def _strict_mode_and_seed():
-    """Every test starts in strict mode with a fixed seed."""
-    torch_pjrt.set_eager_mode("strict")
+def _mode_and_seed(eager_mode_name):
+    """Every test starts in its mode (strict unless parametrized) with a fixed seed."""
+    torch_pjrt.set_eager_mode(eager_mode_name)
     torch.manual_seed(0)
     yield
     torch_pjrt.set_eager_mode("strict")

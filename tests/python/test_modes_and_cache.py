@@ -23,9 +23,9 @@ def test_set_and_scope_modes():
         torch_pjrt.set_eager_mode("eager")
 
 
-def test_fused_mode_is_not_implemented_yet():
-    with pytest.raises(NotImplementedError):
-        torch_pjrt.set_eager_mode("fused")
+def test_fused_mode_can_be_set_and_scoped():
+    with torch_pjrt.eager_mode("fused"):
+        assert torch_pjrt.get_eager_mode() == "fused"
     assert torch_pjrt.get_eager_mode() == "strict"
 
 

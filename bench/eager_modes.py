@@ -1,0 +1,276 @@
+"""Training steps/s of the eager modes (debug, strict, fused) against native CPU eager, in one run.
+
+Workloads: the GPT of examples/train_gpt.py (AdamW, as there) at two sizes,
+"gpt-tiny" (d_model 128, 2 layers, T 64, batch 8) and "gpt-small" (d_model 256,
+4 layers, T 128, batch 16), in cpu, debug, strict and fused; and the six seed
+models of examples/ (their own trainers and small configs, as bench/models.py
+runs them) in cpu, strict and fused. "cpu" is native CPU eager; the other
+modes run on the tpu device under ``torch_pjrt.eager_mode(mode)``.
+
+Each (workload, mode) gets its own trainer (same seed) and --warmup untimed
+steps first (the compiles happen there). Then --repeats rounds, each timing one
+block of --steps steps per mode, modes interleaved within the round so machine
+noise hits them alike; a block ends with ``loss.item()`` and, on tpu,
+``torch_pjrt.synchronize()``. A cell is the median steps/s over the blocks with
+[min-max]. ops/region is fused mode's mean ops per region over the timed blocks
+(max in parentheses), from ``metrics()`` once fused mode reports it. A mode
+that raises NotImplementedError (fused, until it lands) is skipped and shows
+"-". Ends with the line ``eager_modes models=N geomean_fused_over_strict=X
+geomean_fused_over_cpu=Y geomean_strict_over_cpu=Z`` (geometric means over the
+six seed models; "-" where a mode did not run).
+
+    python bench/eager_modes.py                          # everything (a few minutes on 2 cores)
+    python bench/eager_modes.py --modes cpu strict debug # without fused
+    python bench/eager_modes.py --only gpt-tiny dlrm --repeats 3 --steps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import faulthandler
+import importlib
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import torch_pjrt
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+
+MODES = ["cpu", "debug", "strict", "fused"]
+GPT_VOCAB = 64
+# name: (d_model, layers, T, batch)
+GPTS = {"gpt-tiny": (128, 2, 64, 8), "gpt-small": (256, 4, 128, 16)}
+SEED_MODELS = ["llama", "qwen", "resnet18", "dlrm", "mingpt", "unet"]
+WORKLOADS = list(GPTS) + SEED_MODELS
+
+
+def gpt_trainer(device: str, dim: int, layers: int, block: int, batch_size: int, seed: int = 0):
+    """step(): one training step of examples/train_gpt.py's GPT at this size, returning the loss tensor."""
+    train_gpt = importlib.import_module("train_gpt")
+    torch.manual_seed(seed)
+    model = train_gpt.GPT(vocab=GPT_VOCAB, dim=dim, layers=layers, block=block).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    gen = torch.Generator().manual_seed(seed)
+
+    def step() -> torch.Tensor:
+        x, y = (t.to(device) for t in train_gpt.batch(gen, batch_size, block, GPT_VOCAB))
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def make_step(workload: str, device: str):
+    if workload in GPTS:
+        return gpt_trainer(device, *GPTS[workload])
+    return importlib.import_module(workload).make_trainer(device)[1]
+
+
+def workload_modes(workload: str) -> list[str]:
+    return MODES if workload in GPTS else ["cpu", "strict", "fused"]
+
+
+def in_mode(mode: str):
+    return contextlib.nullcontext() if mode == "cpu" else torch_pjrt.eager_mode(mode)
+
+
+def timed_block(step, steps: int, mode: str) -> tuple[float, dict | None]:
+    """(seconds for `steps` steps with all their work finished, tpu metrics of just those steps)."""
+    tpu = mode != "cpu"
+    with in_mode(mode):
+        if tpu:
+            torch_pjrt.synchronize()
+            torch_pjrt.reset_metrics()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        loss.item()
+        if tpu:
+            torch_pjrt.synchronize()
+        seconds = time.perf_counter() - t0
+        return seconds, (torch_pjrt.metrics() if tpu else None)
+
+
+def recover() -> None:
+    """After a failed step: drain whatever the failure left queued, ignoring its error."""
+    with contextlib.suppress(Exception):
+        torch_pjrt.synchronize()
+
+
+def mode_available(mode: str) -> str | None:
+    """None when `mode` can be set, else why not."""
+    if mode == "cpu":
+        return None
+    try:
+        with torch_pjrt.eager_mode(mode):
+            pass
+    except NotImplementedError as e:
+        return str(e)
+    return None
+
+
+def region_stats(mets: list[dict]) -> tuple[float, int] | None:
+    """(mean ops per region weighted by regions, max ops in a region) over blocks, or None if not reported."""
+    total_ops = total_regions = 0.0
+    means, peak = [], 0
+    for m in mets:
+        opr = m.get("ops_per_region")
+        if not opr:
+            continue
+        means.append(opr.get("mean", 0.0))
+        peak = max(peak, int(opr.get("max", 0)))
+        regions = m.get("regions", 0)
+        total_ops += opr.get("mean", 0.0) * regions
+        total_regions += regions
+    if not means:
+        return None
+    return (total_ops / total_regions if total_regions else statistics.mean(means)), peak
+
+
+def brief(e: Exception) -> str:
+    first = (str(e).splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first[:200]}"
+
+
+def fmt_rate(x: float) -> str:
+    return f"{x:.1f}" if x >= 100 else f"{x:.2f}"
+
+
+def geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dict:
+    """{"rates": {mode: [steps/s per block]}, "mets": {mode: [metrics per block]}, "cells": {mode: str}}."""
+    steppers, cells = {}, {}
+    for mode in modes:
+        try:
+            with in_mode(mode):
+                step = make_step(workload, "cpu" if mode == "cpu" else "tpu")
+            timed_block(step, args.warmup, mode)  # compiles, fills caches, creates optimizer state
+            steppers[mode] = step
+        except NotImplementedError:
+            cells[mode] = "-"
+            recover()
+        except Exception as e:  # keep the other modes' results; say what went wrong below the table
+            cells[mode] = "err"
+            notes.append(f"{workload} {mode}: warm-up failed: {brief(e)}")
+            recover()
+    rates = {mode: [] for mode in steppers}
+    mets = {mode: [] for mode in steppers}
+    for _ in range(args.repeats):  # interleave the modes so machine noise hits them alike
+        for mode in list(steppers):
+            try:
+                seconds, met = timed_block(steppers[mode], args.steps, mode)
+            except NotImplementedError:
+                cells[mode] = "-"
+                del steppers[mode]
+                recover()
+                continue
+            except Exception as e:
+                cells[mode] = "err"
+                notes.append(f"{workload} {mode}: timed step failed: {brief(e)}")
+                del steppers[mode]
+                recover()
+                continue
+            rates[mode].append(args.steps / seconds)
+            if met is not None:
+                mets[mode].append(met)
+    rates = {mode: r for mode, r in rates.items() if mode in steppers and r}
+    for mode, r in rates.items():
+        cells[mode] = f"{fmt_rate(statistics.median(r))} [{fmt_rate(min(r))}-{fmt_rate(max(r))}]"
+        recompiles = sum(m.get("compiles", 0) for m in mets[mode])
+        if recompiles:
+            notes.append(f"{workload} {mode}: {recompiles} compiles during the timed blocks (after warm-up)")
+        fallbacks = collections.Counter()
+        for m in mets[mode]:
+            fallbacks.update(m.get("fallback_ops", {}))
+        if fallbacks:
+            listed = ", ".join(f"{k} x{v}" for k, v in fallbacks.items())
+            notes.append(f"{workload} {mode}: CPU fallback ops: {listed}")
+    flushes = collections.Counter()
+    for m in mets.get("fused", []):
+        flushes.update(m.get("flush_reasons", {}) or {})
+    if flushes:
+        timed_steps = args.steps * len(mets["fused"])
+        per_step = ", ".join(f"{k} {v / timed_steps:.1f}" for k, v in flushes.most_common())
+        notes.append(f"{workload} fused: flushes per step: {per_step}")
+    return {"rates": rates, "mets": mets, "cells": cells}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="+", default=WORKLOADS, choices=WORKLOADS, metavar="NAME", help=" ".join(WORKLOADS))
+    p.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    p.add_argument("--repeats", type=int, default=5, help="interleaved timing blocks per mode")
+    p.add_argument("--steps", type=int, default=5, help="training steps per timing block")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps per (workload, mode) first (compiles)")
+    p.add_argument("--cpu-threads", type=int, default=None, help="torch CPU threads (default: torch's own)")
+    args = p.parse_args()
+    faulthandler.enable()  # a crash in the backend still says which workload and mode
+    if args.cpu_threads:
+        torch.set_num_threads(args.cpu_threads)
+
+    modes = [m for m in MODES if m in args.modes]
+    unavailable = {m: why for m in modes if (why := mode_available(m)) is not None}
+    print(
+        f"platform {torch_pjrt.platform()['platform']}, torch threads {torch.get_num_threads()},"
+        f" {args.repeats} blocks of {args.steps} steps after {args.warmup} warm-up steps; steps/s median [min-max]"
+    )
+    for m, why in unavailable.items():
+        print(f"mode {m} skipped: NotImplementedError: {why}")
+    print()
+    print("| workload | cpu | debug | strict | fused | ops/region | fused/strict | fused/cpu |")
+    print("|---|---|---|---|---|---|---|---|")
+    notes: list[str] = []
+    ratios = {"fused/strict": [], "fused/cpu": [], "strict/cpu": []}
+    for workload in [w for w in WORKLOADS if w in args.only]:
+        run_modes = [m for m in workload_modes(workload) if m in modes and m not in unavailable]
+        res = run_workload(workload, run_modes, args, notes)
+        med = {m: statistics.median(r) for m, r in res["rates"].items()}
+        stats = region_stats(res["mets"].get("fused", []))
+        row = [workload] + [res["cells"].get(m, "-") for m in MODES]
+        row.append(f"{stats[0]:.1f} (max {stats[1]})" if stats else "-")
+        for num, den in (("fused", "strict"), ("fused", "cpu")):
+            row.append(f"{med[num] / med[den]:.2f}" if num in med and den in med else "-")
+        print("| " + " | ".join(row) + " |", flush=True)
+        if workload in SEED_MODELS:
+            for key in ratios:
+                num, den = key.split("/")
+                if num in med and den in med:
+                    ratios[key].append(med[num] / med[den])
+        del res
+    geo = {k: geomean(v) for k, v in ratios.items()}
+
+    def g(key: str) -> str:
+        return f"{geo[key]:.3f}" if geo[key] is not None else "-"
+
+    n_models = len([w for w in args.only if w in SEED_MODELS])
+    if n_models:
+        print()
+        print(
+            "geomean over the seed models: "
+            + ", ".join(f"{key} {g(key)} (n={len(ratios[key])})" for key in ("fused/strict", "fused/cpu", "strict/cpu"))
+        )
+    if notes:
+        print()
+        for note in notes:
+            print(f"- {note}")
+    print(
+        f"eager_modes models={n_models} geomean_fused_over_strict={g('fused/strict')}"
+        f" geomean_fused_over_cpu={g('fused/cpu')} geomean_strict_over_cpu={g('strict/cpu')}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+#include "engine/region.h"
+
+namespace torch_pjrt::engine {
+
+int Region::index_of(Slot* slot) {
+  int32_t i = slot->region_index_.load(std::memory_order_relaxed);
+  if (i >= 0) return i;
+  i = static_cast<int32_t>(slots.size());
+  slots.push_back(slot);
+  slot_dtypes.push_back(DType::U8);  // set by add()
+  dead.push_back(0);
+  slot->region_index_.store(i, std::memory_order_release);
+  return i;
+}
+
+void Region::add(const OpCall& call, std::string location) {
+  const size_t old_words = words_.size(), old_slots = slots.size();
+  try {
+    append_call_words(words_, call, *this);
+  } catch (...) {
+    words_.resize(old_words);
+    for (size_t i = old_slots; i < slots.size(); ++i) slots[i]->region_index_.store(-1);
+    slots.resize(old_slots);
+    slot_dtypes.resize(old_slots);
+    dead.resize(old_slots);
+    throw;
+  }
+  for_each_ref(call, [&](const TensorRef& r, bool) {
+    int32_t i = r.slot->region_index();
+    if (static_cast<size_t>(i) >= old_slots) slot_dtypes[i] = r.view.dtype;
+  });
+  hash_ = fnv_extend(hash_, words_.data() + old_words, words_.size() - old_words);
+  calls.push_back(call);
+  calls.back().defer_checks = false;
+  locations.push_back(std::move(location));
+}
+
+const DType* Region::dtype_of(const Slot* slot) const {
+  int32_t i = slot->region_index();
+  return i >= 0 && static_cast<size_t>(i) < slots.size() && slots[i] == slot ? &slot_dtypes[i] : nullptr;
+}
+
+ProgramKey Region::key() const {
+  ProgramKey k;
+  k.words = words_;
+  std::vector<int64_t> tail{-2};  // the dead storages
+  for (size_t i = 0; i < dead.size(); ++i)
+    if (dead[i]) tail.push_back(static_cast<int64_t>(i));
+  k.words.insert(k.words.end(), tail.begin(), tail.end());
+  k.hash = fnv_extend(hash_, tail.data(), tail.size());
+  return k;
+}
+
+std::vector<Slot*> Region::clear() {
+  std::vector<Slot*> gone;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    slots[i]->region_index_.store(-1, std::memory_order_release);
+    if (dead[i]) gone.push_back(slots[i]);
+  }
+  calls.clear();
+  locations.clear();
+  slots.clear();
+  slot_dtypes.clear();
+  dead.clear();
+  fresh_bytes = 0;
+  words_.clear();
+  hash_ = kFnvBasis;
+  return gone;
+}
+
+int64_t StreamPeriod::push(uint64_t h) {
+  const size_t i = s_.size();
+  s_.push_back(h);
+  int32_t k = i == 0 ? 0 : pi_[i - 1];
+  while (k > 0 && s_[k] != h) k = pi_[k - 1];
+  if (i > 0 && s_[k] == h) ++k;
+  pi_.push_back(k);
+  const int64_t n = static_cast<int64_t>(i + 1), p = n - k;
+  return k >= p ? p : 0;
+}
+
+void StreamPeriod::reset() {
+  s_.clear();
+  pi_.clear();
+}
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,88 @@
+// Fused eager mode: the open region and the stream period that cuts it.
+//
+// In fused mode an op call does not run: it joins the open Region (a copy of
+// the call, its fresh results turned into whole writes of their new
+// storages). The region numbers the storages its calls reach in order of
+// first reference, exactly as ProgramBuilder does, and extends its key words
+// and their hash as each call joins, so flushing a region seen before costs a
+// hash lookup and no string work. At a flush the engine (engine.h) lowers
+// the calls with one ProgramBuilder into one program, runs it, and stores
+// only the storages that are still referenced: a storage that died while the
+// region held it is marked dead, its value is not a result (XLA may fuse it
+// away), and the key lists the dead storages.
+//
+// StreamPeriod finds the period of the op stream (the structural hash of
+// each call, in order) with the prefix function of Knuth-Morris-Pratt. Once
+// the stream has repeated a period twice, the engine cuts regions at
+// multiples of it, so a loop that never syncs still runs the same few region
+// shapes every step. Cuts depend on the op stream alone, never on time or
+// thread scheduling: ranks running the same code cut the same regions.
+//
+// Thread-safety: none of its own; the engine uses a Region and a
+// StreamPeriod under its region lock only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/cache.h"
+#include "engine/call.h"
+
+namespace torch_pjrt::engine {
+
+class Region {
+ public:
+  Region() = default;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  bool empty() const { return calls.empty(); }
+  // The region number of `slot`, numbering it (and marking it as referenced
+  // by the open region) on first sight. Used by append_call_words.
+  int index_of(Slot* slot);
+  // Appends `call` (copied) with its key words. `location` is the user's
+  // Python line for a call with runtime checks ("" otherwise). Throws
+  // lowering::LoweringError (and leaves the region as it was) for a view
+  // outside its storage.
+  void add(const OpCall& call, std::string location);
+  // The dtype the region reads and writes `slot` as, or nullptr when the
+  // region does not reference it.
+  const DType* dtype_of(const Slot* slot) const;
+  // Marks a referenced storage dead (its tensor is gone).
+  void mark_dead(const Slot* slot) { dead[slot->region_index()] = 1; }
+  // The key of the region as it stands: its words, then the dead storages.
+  ProgramKey key() const;
+  // Forgets every call; unmarks every slot; returns the dead slots (to be
+  // deleted by the caller).
+  std::vector<Slot*> clear();
+
+  int device = 0;
+  std::vector<OpCall> calls;
+  std::vector<std::string> locations;  // per call
+  std::vector<Slot*> slots;            // region numbering: first reference
+  std::vector<DType> slot_dtypes;
+  std::vector<uint8_t> dead;  // per slot
+  int64_t fresh_bytes = 0;    // bytes of the fresh results joined so far
+
+ private:
+  std::vector<int64_t> words_;
+  uint64_t hash_ = kFnvBasis;
+};
+
+class StreamPeriod {
+ public:
+  // Appends one call's structural hash. Returns the stream's period once the
+  // stream so far is that period repeated at least twice, else 0.
+  int64_t push(uint64_t h);
+  // Forgets the stream (at a sync point: the host saw a value, and what
+  // follows starts a new stream).
+  void reset();
+  int64_t length() const { return static_cast<int64_t>(s_.size()); }
+
+ private:
+  std::vector<uint64_t> s_;
+  std::vector<int32_t> pi_;  // prefix function
+};
+
+}  // namespace torch_pjrt::engine
