@@ -349,5 +349,84 @@ TEST(Slot, MaterialisesOnWriteAndReservesUntilThen) {
   EXPECT_EQ(e.allocated_bytes(0), before);
 }
 
+// ---------------------------------------------------------------- fused regions
+
+TEST(StreamPeriod, FindsAPeriodOnceItRepeatedTwice) {
+  engine::StreamPeriod p;
+  std::vector<int64_t> got;
+  for (uint64_t h : {1, 2, 3, 1, 2, 3, 1, 2}) got.push_back(p.push(h));
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 0, 0, 0, 0, 3, 3, 3}));
+  p.reset();
+  got.clear();
+  for (uint64_t h : {9, 1, 2, 1, 2, 1, 2}) got.push_back(p.push(h));  // a prologue: the stream is not periodic
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0}));
+  p.reset();
+  EXPECT_EQ(p.push(5), 0);
+  EXPECT_EQ(p.push(5), 1);
+}
+
+TEST(Region, KeysFollowStructureAndDeadStoragesNotPointers) {
+  auto key_of = [](Slot& x, Slot& y, bool y_dead) {
+    engine::Region r;
+    r.add(add_(x, y, 2, 4), "");
+    r.add(add_(y, x, 1, 4), "");
+    if (y_dead) r.mark_dead(&y);
+    std::string k = r.key().hex();
+    EXPECT_EQ(r.slots, (std::vector<Slot*>{&x, &y}));
+    r.clear();
+    EXPECT_EQ(x.region_index(), -1);
+    return k;
+  };
+  Slot a(0, 16), b(0, 16), c(0, 16), d(0, 16);
+  EXPECT_EQ(key_of(a, b, false), key_of(c, d, false));
+  EXPECT_NE(key_of(a, b, false), key_of(a, b, true));
+}
+
+TEST(ProgramBuilder, DeadStoragesAreNotResults) {
+  TwoCalls t;
+  for (bool dead : {false, true}) {
+    engine::ProgramBuilder pb;
+    pb.add(t.c1);
+    pb.add(t.c2);
+    std::vector<uint8_t> marks{static_cast<uint8_t>(dead), 0};
+    engine::Program p = pb.finish(&marks);
+    size_t writes = 0;
+    for (const auto& o : p.signature.outputs) writes += o.kind == engine::Signature::Output::SlotWrite;
+    EXPECT_EQ(writes, dead ? 0u : 1u);
+    EXPECT_EQ(p.signature.donations.size(), dead ? 0u : 1u);
+  }
+}
+
+TEST(Engine, FusedModeRunsARegionAtTheReadAndMatchesStrict) {
+  auto& e = eng();
+  auto run = [&](engine::Mode mode) {
+    Slot x(0, 16), y(0, 16);
+    std::vector<float> hx{1, 2, 3, 4}, hy{10, 20, 30, 40};
+    e.upload(x, hx.data(), DType::F32);
+    e.upload(y, hy.data(), DType::F32);
+    e.set_mode(mode);
+    e.reset_metrics();
+    for (double alpha : {2.0, 0.5, -1.0}) {
+      OpCall c = add_(x, y, alpha, 4);
+      c.fusable = true;
+      engine::CallResult r = e.run(c);
+      EXPECT_EQ(r.deferred, mode == engine::Mode::Fused);
+      if (r.deferred) e.join(c, {}, r);
+    }
+    EXPECT_EQ(e.metrics().executions, mode == engine::Mode::Fused ? 0 : 3);
+    std::vector<float> out = download(x);
+    e.set_mode(engine::Mode::Strict);
+    return out;
+  };
+  std::vector<float> strict = run(engine::Mode::Strict);
+  std::vector<float> fused = run(engine::Mode::Fused);
+  EXPECT_EQ(fused, strict);
+  EXPECT_EQ(fused, (std::vector<float>{16, 32, 48, 64}));
+  engine::Metrics m = e.metrics();
+  EXPECT_EQ(m.regions, 1);
+  EXPECT_EQ(m.region_calls_max, 3);
+  EXPECT_EQ(m.flush_reasons["read"], 1);
+}
+
 }  // namespace
 }  // namespace torch_pjrt
