@@ -7,15 +7,18 @@ models of examples/ (their own trainers and small configs, as bench/models.py
 runs them) in cpu, strict and fused. "cpu" is native CPU eager; the other
 modes run on the tpu device under ``torch_pjrt.eager_mode(mode)``.
 
-Each (workload, mode) gets its own trainer (same seed) and --warmup untimed
-steps first (the compiles happen there). Then --repeats rounds, each timing one
-block of --steps steps per mode, modes interleaved within the round so machine
-noise hits them alike; a block ends with ``loss.item()`` and, on tpu,
-``torch_pjrt.synchronize()``. A cell is the median steps/s over the blocks with
-[min-max]. ops/region is fused mode's mean ops per region over the timed blocks
-(max in parentheses), from ``metrics()`` once fused mode reports it. A mode
-that raises NotImplementedError (fused, until it lands) is skipped and shows
-"-". Ends with the line ``eager_modes models=N geomean_fused_over_strict=X
+Each (workload, mode) gets its own trainer (same seed) and untimed warm-up
+first, where the compiles happen: blocks of --warmup steps (on tpu at least
+two, and more while a block compiled, up to --warmup-blocks). Then --repeats
+rounds, each timing one block of --steps steps per mode, the modes interleaved
+within the round so machine noise hits them alike; a block ends with
+``loss.item()`` and, on tpu, ``torch_pjrt.synchronize()``. A cell is the
+median steps/s over the blocks with [min-max]. ops/region is fused mode's mean
+ops per region over the timed blocks (max in parentheses), from ``metrics()``
+once fused mode reports it. Notes below the table: compiles during the timed
+blocks, CPU fallback ops, fused mode's flushes per step by reason. A mode that
+raises NotImplementedError (fused, until it lands) is skipped and shows "-".
+Ends with the line ``eager_modes models=N geomean_fused_over_strict=X
 geomean_fused_over_cpu=Y geomean_strict_over_cpu=Z`` (geometric means over the
 six seed models; "-" where a mode did not run).
 
@@ -101,6 +104,20 @@ def timed_block(step, steps: int, mode: str) -> tuple[float, dict | None]:
         return seconds, (torch_pjrt.metrics() if tpu else None)
 
 
+def warm_up(step, mode: str, args) -> bool:
+    """Untimed blocks of --warmup steps (compiles, caches, optimizer state), more while a block compiled.
+
+    False when the last block still compiled.
+    """
+    blocks = 0
+    while blocks < max(1, args.warmup_blocks):
+        _, met = timed_block(step, args.warmup, mode)
+        blocks += 1
+        if met is None or (blocks > 1 and not met.get("compiles")):
+            return True
+    return met is None or not met.get("compiles")
+
+
 def recover() -> None:
     """After a failed step: drain whatever the failure left queued, ignoring its error."""
     with contextlib.suppress(Exception):
@@ -157,7 +174,8 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
         try:
             with in_mode(mode):
                 step = make_step(workload, "cpu" if mode == "cpu" else "tpu")
-            timed_block(step, args.warmup, mode)  # compiles, fills caches, creates optimizer state
+            if not warm_up(step, mode, args):
+                notes.append(f"{workload} {mode}: still compiling after {args.warmup_blocks} warm-up blocks")
             steppers[mode] = step
         except NotImplementedError:
             cells[mode] = "-"
@@ -214,7 +232,10 @@ def main() -> None:
     p.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
     p.add_argument("--repeats", type=int, default=5, help="interleaved timing blocks per mode")
     p.add_argument("--steps", type=int, default=5, help="training steps per timing block")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps per (workload, mode) first (compiles)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps per warm-up block (compiles)")
+    p.add_argument(
+        "--warmup-blocks", type=int, default=3, help="at most this many warm-up blocks, more while they compile"
+    )
     p.add_argument("--cpu-threads", type=int, default=None, help="torch CPU threads (default: torch's own)")
     args = p.parse_args()
     faulthandler.enable()  # a crash in the backend still says which workload and mode
@@ -225,7 +246,8 @@ def main() -> None:
     unavailable = {m: why for m in modes if (why := mode_available(m)) is not None}
     print(
         f"platform {torch_pjrt.platform()['platform']}, torch threads {torch.get_num_threads()},"
-        f" {args.repeats} blocks of {args.steps} steps after {args.warmup} warm-up steps; steps/s median [min-max]"
+        f" {args.repeats} timed blocks of {args.steps} steps after warm-up blocks of {args.warmup};"
+        " steps/s median [min-max]"
     )
     for m, why in unavailable.items():
         print(f"mode {m} skipped: NotImplementedError: {why}")
