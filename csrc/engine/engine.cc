@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+
+#include <dlfcn.h>
 
 namespace torch_pjrt::engine {
 
@@ -18,6 +21,54 @@ runtime::Error named(const runtime::Error& e, const std::string& op) {
   return runtime::Error(e.code(), op + ": " + e.what());
 }
 
+// "name bytes=N hash=H" for a file: the whole file hashed, or (for a large
+// plugin) its size and 16 samples of 64 KiB, which any rebuild changes.
+std::string file_identity(const std::string& path, bool whole) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return name + " unreadable";
+  std::fseek(f, 0, SEEK_END);
+  long size = std::ftell(f);
+  uint64_t h = fnv_bytes(&size, sizeof size);
+  std::vector<char> buf(1 << 16);
+  int samples = whole ? static_cast<int>(size / static_cast<long>(buf.size())) + 1 : 16;
+  for (int i = 0; i < samples; ++i) {
+    long at = whole ? i * static_cast<long>(buf.size()) : size / samples * i;
+    std::fseek(f, at, SEEK_SET);
+    size_t n = std::fread(buf.data(), 1, buf.size(), f);
+    h = fnv_bytes(buf.data(), n, h);
+  }
+  std::fclose(f);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return name + " bytes=" + std::to_string(size) + " hash=" + hex;
+}
+
+// The shared object (or executable) this engine was linked into: its build
+// decides what every lowering emits.
+std::string own_binary() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&file_identity), &info) && info.dli_fname) return info.dli_fname;
+  return "/proc/self/exe";
+}
+
+// "aten::add.Tensor" for one call; "37 calls: aten::mm x4, ..." for more.
+std::string summarize(const std::vector<const OpCall*>& calls) {
+  if (calls.size() == 1) return calls.front()->op->name;
+  std::vector<std::pair<std::string, int>> counts;
+  for (const OpCall* c : calls) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == c->op->name; });
+    if (it == counts.end()) counts.emplace_back(c->op->name, 1);
+    else ++it->second;
+  }
+  std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string s = std::to_string(calls.size()) + " calls:";
+  for (size_t i = 0; i < counts.size() && i < 6; ++i)
+    s += (i ? ", " : " ") + counts[i].first + " x" + std::to_string(counts[i].second);
+  if (counts.size() > 6) s += ", ...";
+  return s;
+}
+
 std::mutex g_init_mu;
 std::string g_plugin_path;
 std::string g_load_error;
@@ -28,7 +79,22 @@ std::atomic<Engine*> g_engine{nullptr};
 // ---------------------------------------------------------------- startup
 
 Engine::Engine(std::unique_ptr<runtime::Client> client)
-    : client_(std::move(client)), identity_(plugin_identity(*client_)) {}
+    : client_(std::move(client)), identity_(plugin_identity(*client_)) {
+  fingerprint_ = "format=1\nplatform=" + client_->platform_name() + "\nplatform_version=" +
+                 client_->platform_version() + "\npjrt_api=" + client_->plugin().api_version() +
+                 "\nplugin=" + file_identity(client_->plugin().path(), /*whole=*/false) +
+                 "\nbuild=" + file_identity(own_binary(), /*whole=*/true) + "\n";
+  DiskCacheOptions options = DiskCacheOptions::from_environment();
+  options.fingerprint = fingerprint_;
+  options.platform = client_->platform_name();
+  disk_ = std::make_unique<DiskCache>(std::move(options));
+  compile_slots_ = std::max(1u, std::thread::hardware_concurrency());
+  // The engine lives for the process; its pending cache writes are finished
+  // at exit.
+  std::atexit([] {
+    if (Engine* e = g_engine.load()) e->flush_disk_cache();
+  });
+}
 
 void Engine::configure(const std::string& plugin_path) {
   std::lock_guard<std::mutex> g(g_init_mu);
@@ -83,13 +149,69 @@ ProgramKey Engine::key_of(const OpCall& call) const {
   return key;
 }
 
-std::shared_ptr<const CachedProgram> Engine::compile(const std::vector<const OpCall*>& calls,
+std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                                      const std::vector<uint8_t>* dead) {
+  if (!disk_->enabled()) return compile_now(calls, dead);
+  int device = calls.front()->device;
+  std::string hex = key.hex();
+  if (auto p = from_disk(key, hex, device, false)) return p;
+  bool waited = false;
+  DiskCache::KeyLock lock = disk_->lock(hex, &waited);
+  // Another process may have written it between the lookup and the lock
+  // (it held the lock, or released it just before).
+  if (lock.held())
+    if (auto p = from_disk(key, hex, device, true)) return p;
+  std::shared_ptr<const CachedProgram> entry = compile_now(calls, dead);
+  std::string summary = summarize(calls);
+  disk_->store(
+      hex,
+      [entry, words = key.words, summary]() -> std::optional<DiskEntry> {
+        return DiskEntry{words, summary, entry->signature.serialize(), entry->exe->serialize()};
+      },
+      std::move(lock));
+  return entry;
+}
+
+std::shared_ptr<const CachedProgram> Engine::from_disk(const ProgramKey& key, const std::string& hex, int device,
+                                                       bool recheck) {
+  DiskCache::Tier tier;
+  std::optional<DiskEntry> e = disk_->load(key.words, hex, &tier, recheck);
+  if (!e) return nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  auto entry = std::make_shared<CachedProgram>();
+  try {
+    entry->signature = Signature::deserialize(e->signature);
+    entry->exe = client_->deserialize(e->executable, device);
+  } catch (const std::exception& ex) {
+    disk_->drop(tier, hex, ex.what());
+    return nullptr;
+  }
+  metrics_.loaded(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return entry;
+}
+
+std::shared_ptr<const CachedProgram> Engine::compile_now(const std::vector<const OpCall*>& calls,
+                                                         const std::vector<uint8_t>* dead) {
   ProgramBuilder builder;
   for (const OpCall* call : calls) builder.add(*call);
   Program program = builder.finish(dead);
   auto entry = std::make_shared<CachedProgram>();
   entry->signature = std::move(program.signature);
+  {
+    std::unique_lock<std::mutex> g(compile_mu_);
+    compile_cv_.wait(g, [&] { return compile_slots_ > 0; });
+    --compile_slots_;
+  }
+  struct CompileSlot {
+    Engine* e;
+    ~CompileSlot() {
+      {
+        std::lock_guard<std::mutex> g(e->compile_mu_);
+        ++e->compile_slots_;
+      }
+      e->compile_cv_.notify_one();
+    }
+  } compile_slot{this};
   auto t0 = std::chrono::steady_clock::now();
   try {
     entry->exe = client_->compile(program.module_text, calls.front()->device);
@@ -245,7 +367,7 @@ CallResult Engine::run_strict(const OpCall& call) {
   const OpCall* calls[] = {&call};
   make_key(identity_, calls, 1, s.key, s.numbering);
   bool hit;
-  std::shared_ptr<const CachedProgram> program = cache_.get(s.key, [&] { return compile({&call}); }, &hit);
+  std::shared_ptr<const CachedProgram> program = cache_.get(s.key, [&] { return compile(s.key, {&call}); }, &hit);
   if (hit) metrics_.cache_hit();
   const Signature& sig = program->signature;
   check_scalars(sig, call, 0);
@@ -391,7 +513,7 @@ void Engine::run_region() {
   bool hit;
   std::shared_ptr<const CachedProgram> program;
   try {
-    program = cache_.get(r.key(), [&] { return compile(calls, &r.dead); }, &hit);
+    program = cache_.get(r.key(), [&] { return compile(r.key(), calls, &r.dead); }, &hit);
   } catch (const std::exception& e) {
     // A region that does not compile runs call by call, as strict mode would.
     metrics_.replayed();

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "engine/cache.h"
+#include "engine/disk_cache.h"
 #include "engine/call.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
@@ -158,8 +160,15 @@ class Engine {
   // Runs the open region, then switches.
   void set_mode(Mode m);
 
-  Metrics metrics() { return metrics_.snapshot(); }
-  void reset_metrics() { metrics_.reset(); }
+  Metrics metrics() {
+    Metrics m = metrics_.snapshot();
+    m.disk = disk_->stats();
+    return m;
+  }
+  void reset_metrics() {
+    metrics_.reset();
+    disk_->reset_stats();
+  }
   void count_fallback(const std::string& op) { metrics_.fallback(op); }
   // Makes `op` appear in metrics()["op_calls"]; `op` must live for the process.
   void register_op(OpDef* op) { metrics_.register_op(op); }
@@ -173,11 +182,25 @@ class Engine {
   std::vector<std::string> program_keys() { return cache_.key_hashes(); }
   // The key the call would be cached under (for tests and diagnostics).
   ProgramKey key_of(const OpCall& call) const;
+  // The persistent tiers (disabled when TORCH_PJRT_CACHE_DIR is off and no
+  // shared tier is set). Programs compiled are written there in the
+  // background; flush_disk_cache() waits for those writes (the process does
+  // at exit).
+  DiskCache& disk_cache() { return *disk_; }
+  void flush_disk_cache() { disk_->flush(); }
+  // What the persistent tiers' fingerprint directory hashes.
+  const std::string& fingerprint() const { return fingerprint_; }
 
  private:
   explicit Engine(std::unique_ptr<runtime::Client> client);
-  std::shared_ptr<const CachedProgram> compile(const std::vector<const OpCall*>& calls,
+  // A program for `calls` (key `key`): from the persistent tiers, else
+  // lowered and compiled (and then written to them).
+  std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                               const std::vector<uint8_t>* dead = nullptr);
+  std::shared_ptr<const CachedProgram> compile_now(const std::vector<const OpCall*>& calls,
+                                                  const std::vector<uint8_t>* dead);
+  std::shared_ptr<const CachedProgram> from_disk(const ProgramKey& key, const std::string& hex, int device,
+                                                 bool recheck);
   runtime::BufferPtr scalar_buffer(const uint8_t* bytes, DType dtype, int device);
   CallResult run_strict(const OpCall& call);
   CallResult plan(const OpCall& call);
@@ -192,6 +215,12 @@ class Engine {
 
   std::unique_ptr<runtime::Client> client_;
   int64_t identity_;  // the first word of every key
+  std::string fingerprint_;
+  std::unique_ptr<DiskCache> disk_;
+  // At most one compile per core at once; other threads keep dispatching.
+  std::mutex compile_mu_;
+  std::condition_variable compile_cv_;
+  int compile_slots_ = 1;
   std::atomic<Mode> mode_{Mode::Strict};
   ProgramCache cache_;
   Executor executor_;

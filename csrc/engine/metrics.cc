@@ -10,6 +10,12 @@ void MetricsRecorder::compiled(double seconds) {
   m_.compile_seconds += seconds;
 }
 
+void MetricsRecorder::loaded(double seconds) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.disk_loads++;
+  m_.load_seconds += seconds;
+}
+
 void MetricsRecorder::cache_hit() {
   std::lock_guard<std::mutex> g(mu_);
   m_.cache_hits++;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/call.h"
+#include "engine/disk_cache.h"
 
 namespace torch_pjrt::engine {
 
@@ -20,6 +21,11 @@ struct Metrics {
   int64_t syncs = 0;
   int64_t donations = 0;  // input buffers given to the program that overwrote them
   double compile_seconds = 0;
+  // Programs loaded from the persistent tiers, and the seconds that took
+  // (reading, checking and deserialising); `disk` has the tiers' counters.
+  int64_t disk_loads = 0;
+  double load_seconds = 0;
+  DiskCacheStats disk;
   std::map<std::string, int64_t> fallback_ops;
   std::map<std::string, int64_t> op_calls;  // lowered ops run, by ATen name
   // Fused mode: regions run, their calls (sum and largest), why they ran,
@@ -34,6 +40,7 @@ struct Metrics {
 class MetricsRecorder {
  public:
   void compiled(double seconds);
+  void loaded(double seconds);
   void cache_hit();
   void executed(int64_t donations);
   void synced();

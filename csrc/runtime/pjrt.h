@@ -28,6 +28,7 @@ struct PJRT_Device;
 struct PJRT_Buffer;
 struct PJRT_Event;
 struct PJRT_LoadedExecutable;
+struct PJRT_Executable;
 
 namespace torch_pjrt::runtime {
 
@@ -179,9 +180,16 @@ class Executable {
   void execute(const std::vector<PJRT_Buffer*>& args, const std::vector<int64_t>& keep,
                const std::vector<Buffer*>& donated, std::vector<BufferPtr>& outs) const;
   int num_outputs() const { return num_outputs_; }
+  // The plugin's serialised form of the compiled program, which
+  // Client::deserialize loads back (in this or another process, with the
+  // same plugin build only: PJRT promises no stability across versions).
+  // Throws Error if the plugin cannot serialise.
+  std::string serialize() const;
 
  private:
   friend class Client;
+  // A new PJRT_Executable view of exe_; the caller destroys it.
+  PJRT_Executable* unloaded() const;
   std::shared_ptr<Plugin> plugin_;
   PJRT_LoadedExecutable* exe_;
   int num_outputs_;
@@ -217,8 +225,13 @@ class Client {
   // Compiles StableHLO text for one device. Throws Error (with the plugin's
   // diagnostic) if the text does not parse, verify or compile.
   std::unique_ptr<Executable> compile(const std::string& mlir, int device) const;
+  // Loads bytes that Executable::serialize wrote, for `device`. Throws Error
+  // if the plugin rejects them (another plugin build, or damaged bytes that
+  // passed the caller's checksum).
+  std::unique_ptr<Executable> deserialize(const std::string& bytes, int device) const;
 
  private:
+  std::unique_ptr<Executable> wrap(PJRT_LoadedExecutable* loaded, int device) const;
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;

@@ -125,6 +125,34 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& [k, v] : mt.flush_reasons) reasons[py::str(k)] = v;
     d["flush_reasons"] = reasons;
     d["region_replays"] = mt.region_replays;
+    py::dict disk;
+    disk["enabled"] = engine_or_raise().disk_cache().enabled();
+    disk["host_hits"] = mt.disk.host_hits;
+    disk["shared_hits"] = mt.disk.shared_hits;
+    disk["misses"] = mt.disk.misses;
+    disk["loads"] = mt.disk_loads;
+    disk["load_seconds"] = mt.load_seconds;
+    disk["read_seconds"] = mt.disk.read_seconds;
+    disk["bytes_read"] = mt.disk.bytes_read;
+    disk["bytes_written"] = mt.disk.bytes_written;
+    disk["writes"] = mt.disk.writes;
+    disk["write_failures"] = mt.disk.write_failures;
+    disk["corrupt_dropped"] = mt.disk.corrupt_dropped;
+    disk["evicted"] = mt.disk.evicted;
+    disk["lock_waits"] = mt.disk.lock_waits;
+    d["persistent_cache"] = disk;
+    return d;
+  });
+  m.def("_flush_compile_cache", [] {
+    py::gil_scoped_release no_gil;
+    if (Engine::started()) engine_or_raise().flush_disk_cache();
+  });
+  m.def("_compile_cache_info", [] {
+    Engine& e = engine_or_raise();
+    py::dict d;
+    d["host"] = e.disk_cache().host_path();
+    d["shared"] = e.disk_cache().shared_path();
+    d["fingerprint"] = e.fingerprint();
     return d;
   });
   m.def("_program_keys", [] { return engine_or_raise().program_keys(); });

@@ -117,6 +117,23 @@ def _mode_from_env() -> str | None:
     return os.environ.get("TORCH_PJRT_EAGER_MODE") or None
 
 
+def _finish_cache_writes_at_exit() -> None:
+    # Runs after _drain_at_exit (atexit is last-in, first-out): the programs
+    # compiled are written, and this run's counters are recorded for
+    # `python -m torch_pjrt cache info`.
+    if _C._started():
+        try:
+            _C._flush_compile_cache()
+            from . import compile_cache
+
+            compile_cache.record_run(_C._metrics())
+        except Exception:
+            pass
+
+
+atexit.register(_finish_cache_writes_at_exit)
+
+
 def _drain_at_exit() -> None:
     # Let queued programs finish before the interpreter (and the plugin's
     # thread pools) shut down. Then give torch's autograd device threads a

@@ -1,9 +1,15 @@
-"""``python -m torch_pjrt doctor``: report the platform and run a smoke test."""
+"""``python -m torch_pjrt doctor``: report the platform and run a smoke test.
+
+``python -m torch_pjrt cache info|ls|prune|clear|warm|export|import``: the persistent compile cache
+(``torch_pjrt/compile_cache.py``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from . import compile_cache
 
 
 def doctor() -> int:
@@ -34,9 +40,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_pjrt")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="report the PJRT platform and run a smoke test")
+    compile_cache.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor()
+    if args.command == "cache":
+        return compile_cache.run(args)
     return 2
 
 

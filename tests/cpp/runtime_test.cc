@@ -29,6 +29,26 @@ TEST(Runtime, AddsOnDevice) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], a[i] + c[i]);
 }
 
+TEST(Runtime, SerializedExecutableLoadsBackAndRuns) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {4}});
+  b.set_results({b.mul(x, x)});
+  auto exe = client().compile(b.module_text(), 1);
+  std::string bytes = exe->serialize();
+  ASSERT_GT(bytes.size(), 0u);
+  auto loaded = client().deserialize(bytes, 1);
+  EXPECT_EQ(loaded->num_outputs(), 1);
+  float a[4] = {1, -2, 3, 0.5f}, out[4];
+  auto ba = client().from_host(a, runtime::ElementType::F32, {4}, 1);
+  auto r = loaded->execute({ba->get()});
+  r[0]->to_host(out, sizeof out);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], a[i] * a[i]);
+}
+
+TEST(Runtime, DamagedSerializedExecutableRaises) {
+  EXPECT_THROW(client().deserialize("not an executable", 0), runtime::Error);
+}
+
 TEST(Runtime, OffersSeveralDevicesAndRunsOnEach) {
   ASSERT_GE(client().device_count(), 2);
   hlo::Builder b;

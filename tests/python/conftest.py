@@ -1,10 +1,17 @@
 import os
 import sys
 
-import pytest
-import torch
+# The persistent compile cache is off in the test process (set before torch
+# autoloads torch_pjrt and starts the engine), so that compile counts never
+# depend on what an earlier run left on disk. test_compile_cache.py runs its
+# processes with cache directories of their own.
+os.environ["TORCH_PJRT_CACHE_DIR"] = os.environ.get("TORCH_PJRT_TEST_CACHE_DIR", "off")
+os.environ.pop("TORCH_PJRT_SHARED_CACHE_DIR", None)
 
-import torch_pjrt
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_pjrt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 

@@ -1,0 +1,58 @@
+"""A small training run for the persistent compile cache tests (test_compile_cache.py), in a process of its own.
+
+Trains an MLP with SGD and momentum on ``tpu`` in float32 and, from the same initial weights, on the CPU in float64 (the
+reference its losses are compared with). Prints one JSON line: both loss curves and the engine's metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+import torch_pjrt
+
+
+def train(device: str, dtype: torch.dtype, steps: int, width: int) -> list[float]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, width),
+        torch.nn.Tanh(),
+        torch.nn.Linear(width, width),
+        torch.nn.Tanh(),
+        torch.nn.Linear(width, 4),
+    ).to(dtype)
+    model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(32, 16, generator=gen).to(dtype).to(device)
+        y = torch.randn(32, 4, generator=gen).to(dtype).to(device)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--width", type=int, default=32)
+    p.add_argument("--mode", default="strict")
+    args = p.parse_args()
+    torch_pjrt.set_eager_mode(args.mode)
+    losses = train("tpu", torch.float32, args.steps, args.width)
+    torch_pjrt.synchronize()
+    m = torch_pjrt.metrics()
+    torch_pjrt._C._flush_compile_cache()
+    disk = torch_pjrt.metrics()["persistent_cache"]  # with the writes of the programs above
+    reference = train("cpu", torch.float64, args.steps, args.width)
+    print(json.dumps({"losses": losses, "reference": reference, "compiles": m["compiles"], "disk": disk}))
+
+
+if __name__ == "__main__":
+    main()
