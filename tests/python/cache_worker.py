@@ -1,6 +1,6 @@
 """A small training run for the persistent compile cache tests (test_compile_cache.py), in a process of its own.
 
-Trains an MLP with SGD and momentum on ``tpu`` in float32 and, from the same initial weights, on the CPU in float64 (the
+Trains an MLP with SGD and momentum on ``tpu`` in float32 (eagerly, or under ``torch.compile(backend="tpu")``) and, from the same initial weights, on the CPU in float64 (the
 reference its losses are compared with). Prints one JSON line: both loss curves and the engine's metrics.
 """
 
@@ -14,7 +14,7 @@ import torch
 import torch_pjrt
 
 
-def train(device: str, dtype: torch.dtype, steps: int, width: int) -> list[float]:
+def train(device: str, dtype: torch.dtype, steps: int, width: int, compiled: bool = False) -> list[float]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(16, width),
@@ -24,6 +24,8 @@ def train(device: str, dtype: torch.dtype, steps: int, width: int) -> list[float
         torch.nn.Linear(width, 4),
     ).to(dtype)
     model.to(device)
+    if compiled:
+        model.compile(backend="tpu")
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(1)
     losses = []
@@ -42,10 +44,11 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--width", type=int, default=32)
-    p.add_argument("--mode", default="strict")
+    p.add_argument("--mode", default="strict", help="an eager mode, or 'compiled' for torch.compile(backend='tpu')")
     args = p.parse_args()
-    torch_pjrt.set_eager_mode(args.mode)
-    losses = train("tpu", torch.float32, args.steps, args.width)
+    compiled = args.mode == "compiled"
+    torch_pjrt.set_eager_mode("strict" if compiled else args.mode)
+    losses = train("tpu", torch.float32, args.steps, args.width, compiled)
     torch_pjrt.synchronize()
     m = torch_pjrt.metrics()
     torch_pjrt._C._flush_compile_cache()

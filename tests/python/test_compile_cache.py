@@ -67,7 +67,7 @@ def tpc_files(root):
     return sorted(f for f in tier_files(root) if f.endswith(".tpc"))
 
 
-@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("mode", ["strict", "fused", "compiled"])
 def test_second_process_compiles_nothing(tmp_path, mode):
     env = env_for(tmp_path / "cache")
     first, _ = run_worker(env, "--mode", mode)

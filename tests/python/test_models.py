@@ -131,7 +131,7 @@ class _Trainer:
     float64 trainer casts it exactly, so that all runs see the same data.
     """
 
-    def __init__(self, module, device: str, float64: bool = False):
+    def __init__(self, module, device: str, float64: bool = False, compiled: bool = False):
         self.module, self.float64, self.supply, self.batches, self.grads, self.opt_states = (
             module,
             float64,
@@ -149,7 +149,11 @@ class _Trainer:
 
         self.draw = draw
         build = module.build_model  # a float64 trainer starts from the float32 initial parameters, cast exactly
-        with mock.patch.object(module, "build_model", (lambda: build().double()) if float64 else build):
+        if float64:
+            build = _cast_double(build)
+        if compiled:
+            build = _compiled(build)
+        with mock.patch.object(module, "build_model", build):
             self.model, self.step_fn = module.make_trainer(device)
         self.opt = inspect.getclosurevars(self.step_fn).nonlocals["opt"]
         names = {id(p): n for n, p in self.model.named_parameters()}
@@ -185,6 +189,33 @@ class _Trainer:
         self.model.load_state_dict(state)
         # A copy: load_state_dict keeps tensors of the right dtype and device as they are, and step() updates them.
         self.opt.load_state_dict({"state": _to(opt_state, "cpu"), "param_groups": opt_groups})
+
+
+def _cast_double(build):
+    return lambda: build().double()
+
+
+def _compiled(build):
+    """build_model, with the model compiled in place by torch.compile(backend="tpu")."""
+
+    def compiled_build():
+        model = build()
+        model.compile(backend="tpu")
+        return model
+
+    return compiled_build
+
+
+@pytest.fixture(params=[False, True], ids=["eager", "compiled"])
+def compiled(request, eager_mode_name):
+    """Eager, and under torch.compile(backend="tpu") (whose graphs run fused whatever the eager mode around them)."""
+    if request.param:
+        if eager_mode_name != "strict":
+            pytest.skip("torch.compile runs in strict mode only here")
+        torch._dynamo.reset()
+    yield request.param
+    if request.param:
+        torch._dynamo.reset()
 
 
 def _norm(t: torch.Tensor) -> float:
@@ -227,11 +258,11 @@ def _change(after: dict, before: dict) -> dict:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_training_steps_match_float64(name, threads):
+def test_training_steps_match_float64(name, threads, compiled):
     """Each step of tpu's run, replayed on float32 and float64 CPU from tpu's state before it."""
     module = importlib.import_module(name)
     torch_pjrt.reset_metrics()
-    tpu = _Trainer(module, "tpu")
+    tpu = _Trainer(module, "tpu", compiled=compiled)
     replays = {"cpu32": _Trainer(module, "cpu"), "cpu64": _Trainer(module, "cpu", float64=True)}
     groups = tpu.opt.state_dict()["param_groups"]
     failures, losses = [], []
@@ -251,6 +282,8 @@ def test_training_steps_match_float64(name, threads):
         _check_all(failures, f"step {i} optimizer state", ot, o32, o64)
         before = st
     fallbacks = dict(torch_pjrt.metrics()["fallback_ops"])
+    if compiled:  # at least a forward and a backward program per step
+        assert torch_pjrt.metrics()["regions"] >= 2 * STEPS
     assert not failures, f"{name}, {len(failures)} checks failed:\n" + "\n".join(failures[:20])
     assert all(math.isfinite(t) for t in losses) and losses[-1] < losses[0], losses
     assert fallbacks == {}, f"{name} ran ops through the CPU fallback: {fallbacks}"
@@ -347,11 +380,14 @@ def test_embedding_bag_dense_backward_called_directly():
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_inference_matches_cpu(name):
+def test_inference_matches_cpu(name, compiled):
     model = importlib.import_module(name)
     cpu = model.infer("cpu")
     torch_pjrt.reset_metrics()
-    tpu = model.infer("tpu")
+    with (
+        mock.patch.object(model, "build_model", _compiled(model.build_model)) if compiled else contextlib.nullcontext()
+    ):
+        tpu = model.infer("tpu")
     fallbacks = dict(torch_pjrt.metrics()["fallback_ops"])
     cpu = cpu if isinstance(cpu, tuple) else (cpu,)
     tpu = tpu if isinstance(tpu, tuple) else (tpu,)

@@ -1,0 +1,183 @@
+"""``torch.compile(backend="tpu")``: graphs of the eager lowerings, each run as one program, compared with CPU eager.
+
+The six seed models under torch.compile are in test_models.py (its ``compiled`` variants); the second process that
+compiles nothing is in test_compile_cache.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import torch_pjrt
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4))
+
+
+def test_forward_and_backward_match_cpu_as_one_program_each():
+    cpu, tpu = mlp(), mlp().to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    x = torch.randn(8, 16)
+    for _ in range(3):  # the first call compiles, the second accumulates gradients; the third compiles nothing
+        torch_pjrt.reset_metrics()
+        out = compiled(x.to("tpu"))
+        out.square().sum().backward()
+        torch_pjrt.synchronize()
+    m = torch_pjrt.metrics()
+    assert m["compiles"] == 0
+    assert m["regions"] == 2  # the forward graph and the backward graph
+    assert m["ops_per_region"]["max"] > 5
+    ref = cpu(x)
+    ref.square().sum().backward()
+    torch.testing.assert_close(out.cpu(), ref)
+    for p, q in zip(tpu.parameters(), cpu.parameters(), strict=True):
+        torch.testing.assert_close(p.grad.cpu(), 3 * q.grad, rtol=1e-5, atol=1e-6)  # three backward passes
+
+
+def test_non_contiguous_and_in_place_inputs():
+    def f(a, b):
+        a.mul_(2)
+        return (a.t() @ b).relu(), a[:, 1]
+
+    a, b = torch.randn(6, 4), torch.randn(6, 3)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    out = torch.compile(f, backend="tpu")(ta, tb[:, :])
+    ref = f(a, b)
+    torch.testing.assert_close(out[0].cpu(), ref[0])
+    torch.testing.assert_close(out[1].cpu(), ref[1])
+    torch.testing.assert_close(ta.cpu(), a)  # the mutation reached the input
+
+
+def test_cpu_scalar_tensor_and_python_scalar_are_parameters():
+    def f(x, scale, shift: float):
+        return x * scale + shift
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.randn(5)
+    tx = x.to("tpu")
+    out = compiled(tx, torch.tensor(2.0), 0.5)
+    torch.testing.assert_close(out.cpu(), f(x, torch.tensor(2.0), 0.5))
+    torch_pjrt.reset_metrics()
+    out = compiled(tx, torch.tensor(-3.0), 0.5)
+    torch.testing.assert_close(out.cpu(), f(x, torch.tensor(-3.0), 0.5))
+    assert torch_pjrt.metrics()["compiles"] == 0  # a new value of the CPU scalar tensor is not a new program
+
+
+def test_inference_mode_and_no_grad():
+    cpu, tpu = mlp().eval(), mlp().eval().to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    x = torch.randn(3, 16)
+    with torch.inference_mode():
+        out = compiled(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), cpu(x).detach())
+    with torch.no_grad():
+        out = compiled(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), cpu(x).detach())
+
+
+def test_batchnorm_running_stats_are_written_back():
+    def net():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+
+    cpu, tpu = net(), net().to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    for i in range(3):
+        x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(i))
+        compiled(x.to("tpu")).sum().backward()
+        cpu(x).sum().backward()
+    bn_cpu, bn_tpu = cpu[1], tpu[1]
+    torch.testing.assert_close(bn_tpu.running_mean.cpu(), bn_cpu.running_mean)
+    torch.testing.assert_close(bn_tpu.running_var.cpu(), bn_cpu.running_var)
+    assert bn_tpu.num_batches_tracked.item() == 3
+
+
+def test_whole_train_step_with_the_optimizer():
+    cpu, tpu = mlp(), mlp().to("tpu")
+    opts = {m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (cpu, tpu)}
+
+    def step(model, x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opts[model].step()
+        opts[model].zero_grad()
+        return loss
+
+    compiled = torch.compile(step, backend="tpu")
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        x, y = torch.randn(8, 16, generator=gen), torch.randn(8, 4, generator=gen)
+        lt = compiled(tpu, x.to("tpu"), y.to("tpu"))
+        lc = step(cpu, x, y)
+        torch.testing.assert_close(lt.cpu(), lc.detach(), rtol=1e-5, atol=1e-6)
+    for p, q in zip(tpu.parameters(), cpu.parameters(), strict=True):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_debug_callback_receives_forward_and_backward_stablehlo():
+    seen = {}
+    compiled = torch.compile(
+        mlp().to("tpu"), backend="tpu", options={"debug_callback": lambda kind, text: seen.setdefault(kind, text)}
+    )
+    compiled(torch.randn(4, 16).to("tpu")).sum().backward()
+    assert set(seen) == {"forward", "backward"}
+    assert all("stablehlo." in text and "func.func public @main" in text for text in seen.values()), seen
+
+
+def test_unknown_option_is_a_clear_error():
+    with pytest.raises(Exception, match="unknown options"):
+        torch.compile(lambda x: x + 1, backend="tpu", options={"no_such_option": 1})(torch.ones(2, device="tpu"))
+
+
+def test_op_without_lowering_warns_and_is_correct():
+    def f(x):
+        return torch.linalg.eigvals(x @ x.t() + torch.eye(4, device=x.device)).real.sort().values + 1
+
+    x = torch.randn(4, 4, dtype=torch.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.compile(f, backend="tpu")(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x))
+    assert any("linalg_eig" in str(w.message) and "no lowering" in str(w.message) for w in caught), [
+        str(w.message) for w in caught
+    ]
+
+
+def test_a_new_shape_recompiles_visibly():
+    compiled = torch.compile(lambda x: (x * 2).sum(0), backend="tpu", dynamic=False)
+    compiled(torch.ones(4, 3, device="tpu"))
+    torch_pjrt.reset_metrics()
+    out = compiled(torch.ones(6, 3, device="tpu"))
+    torch.testing.assert_close(out.cpu(), torch.full((3,), 12.0))
+    assert torch_pjrt.metrics()["compiles"] >= 1
+
+
+def test_backend_name_works_after_plain_import_torch():
+    code = (
+        "import torch\n"
+        "f = torch.compile(lambda x: x * 3 + 1, backend='tpu')\n"
+        "print(f(torch.arange(3.0, device='tpu')).cpu().tolist())\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "[1.0, 4.0, 7.0]"
+
+
+def test_cpu_tensors_are_untouched_by_the_backend():
+    out = torch.compile(lambda x: x.sin() * 2, backend="tpu")(torch.arange(4.0))
+    assert out.device.type == "cpu"
+    torch.testing.assert_close(out, torch.arange(4.0).sin() * 2)
