@@ -30,11 +30,11 @@ def child(steps: int) -> None:
     import torch_pjrt
 
     sys.path.insert(0, EXAMPLES)
-    import train_gpt
-
     # torch.optim's first optimizer imports torch._dynamo (about 1.3 s here, in any process, on any device): it is
     # counted as import time, not as time to the first step.
     import torch._dynamo  # noqa: F401
+
+    import train_gpt
 
     marks = []
     t0 = time.perf_counter()

@@ -1,7 +1,8 @@
 """A small training run for the persistent compile cache tests (test_compile_cache.py), in a process of its own.
 
-Trains an MLP with SGD and momentum on ``tpu`` in float32 (eagerly, or under ``torch.compile(backend="tpu")``) and, from the same initial weights, on the CPU in float64 (the
-reference its losses are compared with). Prints one JSON line: both loss curves and the engine's metrics.
+Trains an MLP with SGD and momentum on ``tpu`` in float32 (eagerly, or under ``torch.compile(backend="tpu")``)
+and, from the same initial weights, on the CPU in float64 (the reference its losses are compared with). Prints one
+JSON line: both loss curves and the engine's metrics.
 """
 
 from __future__ import annotations
