@@ -54,11 +54,18 @@ SEED_MODELS = ["llama", "qwen", "resnet18", "dlrm", "mingpt", "unet"]
 WORKLOADS = list(GPTS) + SEED_MODELS
 
 
-def gpt_trainer(device: str, dim: int, layers: int, block: int, batch_size: int, seed: int = 0):
-    """step(): one training step of examples/train_gpt.py's GPT at this size, returning the loss tensor."""
+def gpt_trainer(
+    device: str, dim: int, layers: int, block: int, batch_size: int, seed: int = 0, compile_backend: str | None = None
+):
+    """step(): one training step of examples/train_gpt.py's GPT at this size, returning the loss tensor.
+
+    compile_backend: compile the model in place with torch.compile(backend=...) (bench/compile.py).
+    """
     train_gpt = importlib.import_module("train_gpt")
     torch.manual_seed(seed)
     model = train_gpt.GPT(vocab=GPT_VOCAB, dim=dim, layers=layers, block=block).to(device)
+    if compile_backend:
+        model.compile(backend=compile_backend)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed)
 

@@ -1,0 +1,120 @@
+"""One GPT training step under torch.compile against the eager modes, in one run.
+
+Workloads: the GPT of examples/train_gpt.py at the two sizes of bench/eager_modes.py ("gpt-tiny", "gpt-small"),
+trained with AdamW. Modes:
+
+- ``cpu``: native CPU eager;
+- ``inductor``: ``model.compile()`` with Inductor on the CPU;
+- ``strict``, ``fused``: tpu eager modes;
+- ``compiled``: ``model.compile(backend="tpu")`` on tpu (forward and backward are one program each; the optimizer
+  step runs eagerly in strict mode);
+- ``jax``: the same model under ``jax.jit``, when jax is installed (it is not part of this project's dependencies;
+  shown as "-" otherwise).
+
+For each (workload, mode): the first step's seconds (compiles included), then untimed warm-up steps, then --repeats
+rounds that time one block of --steps steps per mode, interleaved so machine noise hits the modes alike. A cell is
+the median steps/s over the blocks with [min-max]. Ends with the ratios compiled/strict, compiled/fused, compiled/cpu,
+compiled/inductor per workload.
+
+    python bench/compile.py --repeats 5 --steps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import statistics
+import sys
+import time
+
+import torch_pjrt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import eager_modes  # noqa: E402  (bench/: the GPT trainer and its sizes)
+
+MODES = ["cpu", "inductor", "strict", "fused", "compiled", "jax"]
+
+
+def make_step(workload: str, mode: str):
+    device = "cpu" if mode in ("cpu", "inductor") else "tpu"
+    backend = {"inductor": "inductor", "compiled": "tpu"}.get(mode)
+    return eager_modes.gpt_trainer(device, *eager_modes.GPTS[workload], compile_backend=backend)
+
+
+def eager_mode_of(mode: str):
+    if mode in ("cpu", "inductor"):
+        return contextlib.nullcontext()
+    return torch_pjrt.eager_mode("strict" if mode == "compiled" else mode)
+
+
+def block(step, steps: int, mode: str) -> float:
+    with eager_mode_of(mode):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        loss.item()
+        if mode not in ("cpu", "inductor"):
+            torch_pjrt.synchronize()
+        return time.perf_counter() - t0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="+", default=list(eager_modes.GPTS), choices=list(eager_modes.GPTS))
+    p.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=4)
+    args = p.parse_args()
+    modes = list(args.modes)
+    if "jax" in modes and importlib.util.find_spec("jax") is None:
+        print("jax is not installed: its column shows '-'")
+        modes.remove("jax")
+    elif "jax" in modes:
+        print("jax is installed, but the JAX version of the GPT is not written yet: its column shows '-'")
+        modes.remove("jax")
+
+    results = {}
+    for workload in args.only:
+        steps = {m: make_step(workload, m) for m in modes}
+        first = {m: block(steps[m], 1, m) for m in modes}
+        for m in modes:
+            block(steps[m], args.warmup, m)
+        rates = {m: [] for m in modes}
+        for _ in range(args.repeats):
+            for m in modes:
+                rates[m].append(args.steps / block(steps[m], args.steps, m))
+        results[workload] = (first, rates)
+
+    print(f"\n{'workload':10} " + " ".join(f"{m:>22}" for m in MODES))
+    for workload, (first, rates) in results.items():
+        cells = []
+        for m in MODES:
+            if m in rates:
+                r = rates[m]
+                cells.append(f"{statistics.median(r):7.2f} [{min(r):.2f}-{max(r):.2f}]")
+            else:
+                cells.append("-")
+        print(f"{workload:10} " + " ".join(f"{c:>22}" for c in cells) + "   steps/s")
+        print(
+            f"{'':10} "
+            + " ".join(f"{first[m]:21.2f}s" if m in first else f"{'-':>22}" for m in MODES)
+            + "   first step"
+        )
+    print()
+    for workload, (_, rates) in results.items():
+        med = {m: statistics.median(r) for m, r in rates.items()}
+        if "compiled" not in med:
+            continue
+        ratios = [
+            f"compiled/{m}={med['compiled'] / med[m]:.2f}" for m in ("strict", "fused", "cpu", "inductor") if m in med
+        ]
+        print(f"compile {workload} " + " ".join(ratios))
+
+
+if __name__ == "__main__":
+    main()
