@@ -327,58 +327,59 @@ void DiskCache::drop(Tier tier, const std::string& hex, const std::string& why) 
   if (tier != Tier::None && !dir.empty()) drop_corrupt(dir, hex, why);
 }
 
-std::optional<DiskEntry> DiskCache::load(const std::vector<int64_t>& key, const std::string& hex, Tier* tier,
-                                         bool recheck) {
+std::optional<DiskEntry> DiskCache::load_host(const std::vector<int64_t>& key, const std::string& hex) {
+  if (host_.empty()) return std::nullopt;
   auto t0 = std::chrono::steady_clock::now();
-  auto done = [&](Tier t, std::optional<DiskEntry> e) {
-    *tier = t;
-    std::lock_guard<std::mutex> g(stats_mu_);
-    stats_.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (t == Tier::Host) ++stats_.host_hits;
-    if (t == Tier::Shared) ++stats_.shared_hits;
-    if (t == Tier::None && !recheck) ++stats_.misses;
-    return e;
-  };
-  if (!host_.empty())
-    if (auto e = load_from(host_, key, hex)) return done(Tier::Host, std::move(e));
-  if (shared_.empty() || recheck) return done(Tier::None, std::nullopt);
+  std::optional<DiskEntry> e = load_from(host_, key, hex);
+  std::lock_guard<std::mutex> g(stats_mu_);
+  stats_.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (e) ++stats_.host_hits;
+  return e;
+}
 
-  // The shared read races the caller's compile: a read that takes longer
-  // than shared_wait_seconds is left to finish on its own thread, and the
-  // caller compiles. The thread touches only what it owns.
-  struct Race {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::optional<std::string> bytes;
-  };
-  auto race = std::make_shared<Race>();
-  std::thread([race, path = join(shared_, hex + kSuffix)] {
+void DiskCache::count_miss() {
+  std::lock_guard<std::mutex> g(stats_mu_);
+  ++stats_.misses;
+}
+
+std::shared_ptr<DiskCache::SharedRead> DiskCache::start_shared_read(const std::string& hex) {
+  if (shared_.empty()) return nullptr;
+  auto read = std::make_shared<SharedRead>();
+  std::thread([read, path = join(shared_, hex + kSuffix)] {
     std::optional<std::string> bytes = read_whole(path);
-    std::lock_guard<std::mutex> g(race->mu);
-    race->bytes = std::move(bytes);
-    race->done = true;
-    race->cv.notify_all();
+    std::lock_guard<std::mutex> g(read->mu);
+    read->bytes = std::move(bytes);
+    read->done = true;
+    read->cv.notify_all();
   }).detach();
+  return read;
+}
+
+std::optional<DiskEntry> DiskCache::wait_shared(SharedRead& read, const std::vector<int64_t>& key,
+                                                const std::string& hex, double seconds, bool* finished) {
   std::optional<std::string> bytes;
   {
-    std::unique_lock<std::mutex> g(race->mu);
-    auto wait = std::chrono::duration<double>(options_.shared_wait_seconds);
-    if (!race->cv.wait_for(g, wait, [&] { return race->done; })) return done(Tier::None, std::nullopt);
-    bytes = std::move(race->bytes);
+    std::unique_lock<std::mutex> g(read.mu);
+    *finished = read.cv.wait_for(g, std::chrono::duration<double>(seconds), [&] { return read.done; });
+    if (!*finished || !read.bytes) return std::nullopt;
+    bytes = std::move(read.bytes);
+    read.bytes.reset();
   }
-  if (!bytes) return done(Tier::None, std::nullopt);
+  std::string why;
+  std::optional<DiskEntry> e = decode_entry(*bytes, options_.fingerprint, &why);
   {
     std::lock_guard<std::mutex> g(stats_mu_);
     stats_.bytes_read += static_cast<int64_t>(bytes->size());
   }
-  std::string why;
-  std::optional<DiskEntry> e = decode_entry(*bytes, options_.fingerprint, &why);
   if (!e) {
     drop_corrupt(shared_, hex, why);
-    return done(Tier::None, std::nullopt);
+    return std::nullopt;
   }
-  if (e->key != key) return done(Tier::None, std::nullopt);
+  if (e->key != key) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> g(stats_mu_);
+    ++stats_.shared_hits;
+  }
   if (!host_.empty()) {  // copy the hit to the host tier
     Job job;
     job.hex = hex;
@@ -386,7 +387,20 @@ std::optional<DiskEntry> DiskCache::load(const std::vector<int64_t>& key, const 
     job.shared = false;
     enqueue(std::move(job));
   }
-  return done(Tier::Shared, std::move(e));
+  return e;
+}
+
+std::optional<DiskEntry> DiskCache::load(const std::vector<int64_t>& key, const std::string& hex, Tier* tier) {
+  *tier = Tier::Host;
+  if (auto e = load_host(key, hex)) return e;
+  *tier = Tier::Shared;
+  if (auto read = start_shared_read(hex)) {
+    bool finished;
+    if (auto e = wait_shared(*read, key, hex, options_.shared_wait_seconds, &finished)) return e;
+  }
+  *tier = Tier::None;
+  count_miss();
+  return std::nullopt;
 }
 
 void DiskCache::store(const std::string& hex, std::function<std::optional<DiskEntry>()> make, KeyLock lock) {

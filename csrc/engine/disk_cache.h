@@ -77,9 +77,9 @@ struct DiskCacheOptions {
   // every file header.
   std::string fingerprint;
   std::string platform = "plugin";
-  // The longest a lookup waits for the shared tier before it compiles
-  // instead (a slow mount races the local compile).
-  double shared_wait_seconds = 1.0;
+  // How long a lookup waits for the shared tier before it compiles too (a
+  // read still running then races the compile: the first to finish wins).
+  double shared_wait_seconds = 0.1;
 
   // The options TORCH_PJRT_CACHE_DIR (default $XDG_CACHE_HOME/torch_pjrt or
   // ~/.cache/torch_pjrt; "0", "off", "false" or "" turns it off),
@@ -108,16 +108,37 @@ class DiskCache {
   // The fingerprint subdirectory of the host tier ("" without one).
   const std::string& host_path() const { return host_; }
   const std::string& shared_path() const { return shared_; }
+  double shared_head_start() const { return options_.shared_wait_seconds; }
 
   // Where an entry was found.
   enum class Tier { None, Host, Shared };
   // The entry of `key` (whose hex hash is `hex`), from the host tier, else
-  // from the shared one (copied to the host tier in the background).
-  // `recheck`: the second look, after taking the key's lock, at the host
-  // tier only (which a process of this host that held the lock wrote); its
-  // miss is not counted again.
-  std::optional<DiskEntry> load(const std::vector<int64_t>& key, const std::string& hex, Tier* tier,
-                                bool recheck = false);
+  // from the shared one (waiting for it up to shared_wait_seconds, without
+  // compiling meanwhile; copied to the host tier in the background). Counts
+  // a hit or a miss.
+  std::optional<DiskEntry> load(const std::vector<int64_t>& key, const std::string& hex, Tier* tier);
+
+  // The parts of load(), for a caller that races the shared tier against
+  // its own compile. load_host counts a hit, not a miss; count_miss() counts
+  // the lookup that ended in a compile.
+  std::optional<DiskEntry> load_host(const std::vector<int64_t>& key, const std::string& hex);
+  void count_miss();
+  // A read of one shared-tier file on a thread of its own, which touches
+  // nothing but this object (so it may outlive the lookup that started it).
+  struct SharedRead {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::optional<std::string> bytes;
+  };
+  // Starts reading `hex` from the shared tier; nullptr without one.
+  std::shared_ptr<SharedRead> start_shared_read(const std::string& hex);
+  // Waits up to `seconds` for the read. `*finished` says whether it ended;
+  // then the intact entry of `key` is returned (counted as a shared hit and
+  // copied to the host tier), or nullopt for a missing, damaged (dropped)
+  // or colliding file.
+  std::optional<DiskEntry> wait_shared(SharedRead& read, const std::vector<int64_t>& key, const std::string& hex,
+                                       double seconds, bool* finished);
 
   // A held per-key lock of the host tier; released when destroyed (or, once
   // handed to store(), after the entry is written).

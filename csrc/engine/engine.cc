@@ -92,7 +92,7 @@ Engine::Engine(std::unique_ptr<runtime::Client> client)
   // The engine lives for the process; its pending cache writes are finished
   // at exit.
   std::atexit([] {
-    if (Engine* e = g_engine.load()) e->flush_disk_cache();
+    if (Engine* e = g_engine.load()) e->finish_background_work();
   });
 }
 
@@ -151,17 +151,34 @@ ProgramKey Engine::key_of(const OpCall& call) const {
 
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                                      const std::vector<uint8_t>* dead) {
-  if (!disk_->enabled()) return compile_now(calls, dead);
+  if (!disk_->enabled()) return compile_module(lower(calls, dead), calls.front()->device, calls.front()->op->name);
   int device = calls.front()->device;
   std::string hex = key.hex();
-  if (auto p = from_disk(key, hex, device, false)) return p;
+  if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
   bool waited = false;
   DiskCache::KeyLock lock = disk_->lock(hex, &waited);
   // Another process may have written it between the lookup and the lock
   // (it held the lock, or released it just before).
   if (lock.held())
-    if (auto p = from_disk(key, hex, device, true)) return p;
-  std::shared_ptr<const CachedProgram> entry = compile_now(calls, dead);
+    if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
+  std::shared_ptr<const CachedProgram> entry;
+  // The shared tier gets a head start; a read still running after it races
+  // a local compile, and the first to finish wins.
+  bool read_finished = true;
+  std::shared_ptr<DiskCache::SharedRead> read = disk_->start_shared_read(hex);
+  if (read) {
+    std::optional<DiskEntry> e = disk_->wait_shared(*read, key.words, hex, disk_->shared_head_start(), &read_finished);
+    if (auto p = loaded(std::move(e), DiskCache::Tier::Shared, hex, device)) return p;
+  }
+  Program program = lower(calls, dead);
+  if (!read_finished) {
+    bool from_shared = false;
+    entry = race(*read, key, hex, std::move(program), device, calls.front()->op->name, &from_shared);
+    if (from_shared) return entry;
+  } else {
+    entry = compile_module(std::move(program), device, calls.front()->op->name);
+  }
+  disk_->count_miss();
   std::string summary = summarize(calls);
   disk_->store(
       hex,
@@ -172,10 +189,55 @@ std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, cons
   return entry;
 }
 
-std::shared_ptr<const CachedProgram> Engine::from_disk(const ProgramKey& key, const std::string& hex, int device,
-                                                       bool recheck) {
-  DiskCache::Tier tier;
-  std::optional<DiskEntry> e = disk_->load(key.words, hex, &tier, recheck);
+std::shared_ptr<const CachedProgram> Engine::race(DiskCache::SharedRead& read, const ProgramKey& key,
+                                                  const std::string& hex, Program program, int device,
+                                                  const std::string& name, bool* from_shared) {
+  struct Compiling {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::shared_ptr<const CachedProgram> entry;
+    std::exception_ptr error;
+  };
+  auto c = std::make_shared<Compiling>();
+  background_compiles_.fetch_add(1);
+  // The engine lives for the process; at exit it waits for this thread.
+  std::thread([this, c, program = std::move(program), device, name]() mutable {
+    std::shared_ptr<const CachedProgram> entry;
+    std::exception_ptr error;
+    try {
+      entry = compile_module(std::move(program), device, name);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> g(c->mu);
+      c->entry = std::move(entry);
+      c->error = error;
+      c->done = true;
+    }
+    c->cv.notify_all();
+    background_compiles_.fetch_sub(1);
+  }).detach();
+  bool read_finished = false;
+  for (;;) {
+    if (!read_finished) {
+      std::optional<DiskEntry> e = disk_->wait_shared(read, key.words, hex, 0.001, &read_finished);
+      if (auto p = loaded(std::move(e), DiskCache::Tier::Shared, hex, device)) {
+        *from_shared = true;  // the compile goes on unused
+        return p;
+      }
+    }
+    std::unique_lock<std::mutex> g(c->mu);
+    if (c->cv.wait_for(g, std::chrono::milliseconds(read_finished ? 1000 : 1), [&] { return c->done; })) {
+      if (c->error) std::rethrow_exception(c->error);
+      return c->entry;
+    }
+  }
+}
+
+std::shared_ptr<const CachedProgram> Engine::loaded(std::optional<DiskEntry> e, DiskCache::Tier tier,
+                                                    const std::string& hex, int device) {
   if (!e) return nullptr;
   auto t0 = std::chrono::steady_clock::now();
   auto entry = std::make_shared<CachedProgram>();
@@ -190,11 +252,19 @@ std::shared_ptr<const CachedProgram> Engine::from_disk(const ProgramKey& key, co
   return entry;
 }
 
-std::shared_ptr<const CachedProgram> Engine::compile_now(const std::vector<const OpCall*>& calls,
-                                                         const std::vector<uint8_t>* dead) {
+void Engine::finish_background_work() {
+  for (int i = 0; i < 60000 && background_compiles_.load() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  disk_->flush();
+}
+
+Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead) {
   ProgramBuilder builder;
   for (const OpCall* call : calls) builder.add(*call);
-  Program program = builder.finish(dead);
+  return builder.finish(dead);
+}
+
+std::shared_ptr<const CachedProgram> Engine::compile_module(Program program, int device, const std::string& name) {
   auto entry = std::make_shared<CachedProgram>();
   entry->signature = std::move(program.signature);
   {
@@ -214,9 +284,9 @@ std::shared_ptr<const CachedProgram> Engine::compile_now(const std::vector<const
   } compile_slot{this};
   auto t0 = std::chrono::steady_clock::now();
   try {
-    entry->exe = client_->compile(program.module_text, calls.front()->device);
+    entry->exe = client_->compile(program.module_text, device);
   } catch (const runtime::Error& e) {
-    throw named(e, calls.front()->op->name);
+    throw named(e, name);
   }
   metrics_.compiled(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return entry;

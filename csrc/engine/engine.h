@@ -188,6 +188,9 @@ class Engine {
   // at exit).
   DiskCache& disk_cache() { return *disk_; }
   void flush_disk_cache() { disk_->flush(); }
+  // Waits for compiles that lost a race with the shared tier, then for the
+  // pending cache writes (the process does this at exit).
+  void finish_background_work();
   // What the persistent tiers' fingerprint directory hashes.
   const std::string& fingerprint() const { return fingerprint_; }
 
@@ -197,10 +200,17 @@ class Engine {
   // lowered and compiled (and then written to them).
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                               const std::vector<uint8_t>* dead = nullptr);
-  std::shared_ptr<const CachedProgram> compile_now(const std::vector<const OpCall*>& calls,
-                                                  const std::vector<uint8_t>* dead);
-  std::shared_ptr<const CachedProgram> from_disk(const ProgramKey& key, const std::string& hex, int device,
-                                                 bool recheck);
+  Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead);
+  // Compiles a lowered program (at most one compile per core at once).
+  std::shared_ptr<const CachedProgram> compile_module(Program program, int device, const std::string& name);
+  // A shared-tier entry, deserialised; nullptr for none or a damaged one
+  // (dropped from `tier`).
+  std::shared_ptr<const CachedProgram> loaded(std::optional<DiskEntry> e, DiskCache::Tier tier, const std::string& hex,
+                                              int device);
+  // Compiles `program` on a thread of its own while `read` reads the shared
+  // tier; returns whichever usable result comes first.
+  std::shared_ptr<const CachedProgram> race(DiskCache::SharedRead& read, const ProgramKey& key, const std::string& hex,
+                                            Program program, int device, const std::string& name, bool* from_shared);
   runtime::BufferPtr scalar_buffer(const uint8_t* bytes, DType dtype, int device);
   CallResult run_strict(const OpCall& call);
   CallResult plan(const OpCall& call);
@@ -221,6 +231,7 @@ class Engine {
   std::mutex compile_mu_;
   std::condition_variable compile_cv_;
   int compile_slots_ = 1;
+  std::atomic<int> background_compiles_{0};
   std::atomic<Mode> mode_{Mode::Strict};
   ProgramCache cache_;
   Executor executor_;

@@ -247,3 +247,15 @@ def test_cache_command_line(tmp_path):
     cli(env, "clear")
     assert tier_files(tmp_path / "cache") == []
     assert os.listdir(tmp_path / "cache") == []
+
+
+def test_a_hung_shared_tier_loses_the_race_to_compiling(tmp_path):
+    # Each shared entry is a FIFO that no one writes: opening it blocks forever, as a read from a hung mount does.
+    first, _ = run_worker(env_for(tmp_path / "host_a", shared=tmp_path / "shared"))
+    for f in tpc_files(tmp_path / "shared"):
+        os.unlink(f)
+        os.mkfifo(f)
+    r, _ = run_worker(env_for(tmp_path / "host_b", shared=tmp_path / "shared"))
+    assert_correct(r)
+    assert r["compiles"] == first["compiles"]
+    assert r["disk"]["misses"] == first["compiles"] and r["disk"]["shared_hits"] == 0
