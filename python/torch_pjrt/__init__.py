@@ -37,6 +37,7 @@ ZeroDivisionError = _C.ZeroDivisionError  # noqa: A001
 
 torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+torch.set_autocast_dtype("tpu", torch.bfloat16)  # TPUs compute in bfloat16, as TorchTPU's autocast does
 
 __all__ = [
     "ZeroDivisionError",

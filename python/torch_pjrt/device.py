@@ -136,7 +136,27 @@ def empty_cache() -> None:
 
 
 def get_amp_supported_dtype():
-    return [torch.float16, torch.bfloat16]
+    return [torch.bfloat16, torch.float16]
+
+
+# ---- autocast: torch.autocast("tpu") casts with PyTorch's op lists (csrc/torch/autocast.cc), to bfloat16 unless
+# set otherwise
+
+
+def is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("tpu")
+
+
+def set_autocast_enabled(enabled: bool) -> None:
+    torch.set_autocast_enabled("tpu", enabled)
+
+
+def get_autocast_dtype() -> torch.dtype:
+    return torch.get_autocast_dtype("tpu")
+
+
+def set_autocast_dtype(dtype: torch.dtype) -> None:
+    torch.set_autocast_dtype("tpu", dtype)
 
 
 def _is_in_bad_fork() -> bool:
