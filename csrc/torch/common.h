@@ -27,6 +27,10 @@ void view_into(const at::Tensor& t, engine::ViewSpec& v);
 inline engine::CallArg::TensorRef ref_of(const at::Tensor& t) { return {slot_of(t), view_of(t)}; }
 
 c10::Allocator* tpu_allocator();
+// Gives `storage` a new buffer of `nbytes` that keeps the first
+// min(old, new) bytes (the rest is zero), as untyped_storage().resize_()
+// and Tensor.resize_ need. `dtype`: what the kept bytes are (U8 when unknown).
+void resize_storage(const c10::Storage& storage, int64_t nbytes, hlo::DType dtype);
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex d);
 // A new contiguous tpu tensor whose storage takes `buffer` (may be null).

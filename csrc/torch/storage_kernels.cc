@@ -63,25 +63,8 @@ at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t ste
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<at::MemoryFormat>) {
   int64_t numel = c10::multiply_integers(size);
   int64_t needed = (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size());
-  c10::Storage storage = self.storage();
-  if (numel > 0 && needed > static_cast<int64_t>(storage.nbytes())) {
-    Slot* old = slot_of(self);
-    std::vector<uint8_t> bytes(needed, 0);
-    const bool had_data = old && Engine::get().has_data(*old);
-    if (had_data) Engine::get().download(*old, bytes.data());
-    c10::DeviceIndex saved = current_device();
-    set_current_device(self.device().index());
-    c10::DataPtr fresh = tpu_allocator()->allocate(needed);
-    set_current_device(saved);
-    Slot* slot = static_cast<Slot*>(fresh.get_context());
-    if (had_data) {
-      hlo::DType t = to_hlo(self.scalar_type());
-      if (needed % hlo::byte_size(t) != 0) t = hlo::DType::U8;
-      Engine::get().upload(*slot, bytes.data(), t);
-    }
-    storage.set_data_ptr_noswap(std::move(fresh));
-    storage.set_nbytes(needed);
-  }
+  if (numel > 0 && needed > static_cast<int64_t>(self.storage().nbytes()))
+    resize_storage(self.storage(), needed, to_hlo(self.scalar_type()));
   self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
   return self;
 }
@@ -264,6 +247,33 @@ int64_t fused_sdp_choice(const at::Tensor&, const at::Tensor&, const at::Tensor&
 }
 
 }  // namespace
+
+void resize_storage(const c10::Storage& storage, int64_t nbytes, hlo::DType dtype) {
+  TORCH_CHECK(nbytes >= 0, "resize_: the new size must be non-negative, got ", nbytes);
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+  const int64_t old_bytes = static_cast<int64_t>(storage.nbytes());
+  if (nbytes == old_bytes) return;
+  const int64_t keep = std::min(old_bytes, nbytes);
+  Slot* old = static_cast<Slot*>(storage.data_ptr().get_context());
+  std::vector<uint8_t> bytes;
+  if (keep > 0 && old && Engine::get().has_data(*old)) {
+    bytes.assign(std::max(old_bytes, nbytes), 0);
+    Engine::get().download(*old, bytes.data());
+    bytes.resize(nbytes);
+    std::fill(bytes.begin() + keep, bytes.end(), 0);
+  }
+  c10::DeviceIndex saved = current_device();
+  set_current_device(storage.device().index());
+  c10::DataPtr fresh = tpu_allocator()->allocate(nbytes);
+  set_current_device(saved);
+  if (!bytes.empty()) {
+    if (nbytes % hlo::byte_size(dtype) != 0) dtype = hlo::DType::U8;
+    Engine::get().upload(*static_cast<Slot*>(fresh.get_context()), bytes.data(), dtype);
+  }
+  c10::Storage(storage).set_data_ptr_noswap(std::move(fresh));
+  c10::Storage(storage).set_nbytes(nbytes);
+}
+
 }  // namespace torch_pjrt::glue
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
