@@ -69,6 +69,8 @@ std::string summarize(const std::vector<const OpCall*>& calls) {
   return s;
 }
 
+thread_local int64_t t_last_request_bytes = 0;
+
 std::mutex g_init_mu;
 std::string g_plugin_path;
 std::string g_load_error;
@@ -252,6 +254,8 @@ std::shared_ptr<const CachedProgram> Engine::loaded(std::optional<DiskEntry> e, 
   return entry;
 }
 
+int64_t Engine::last_request_bytes() { return t_last_request_bytes; }
+
 void Engine::finish_background_work() {
   for (int i = 0; i < 60000 && background_compiles_.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -355,6 +359,16 @@ void Engine::check_scalars(const Signature& sig, const OpCall& call, int32_t ind
 int64_t Engine::execute(const CachedProgram& program, const OpCall* const* calls, size_t n,
                         const std::vector<Slot*>& slots, Binding& s, const std::string& name) {
   const Signature& sig = program.signature;
+  int64_t result_bytes = 0;  // what the program allocates, for an out-of-memory message
+  for (const auto& out : sig.outputs) {
+    if (out.kind == Signature::Output::Fresh) {
+      const hlo::TensorType& t = sig.fresh_types[out.index];
+      result_bytes += t.numel() * hlo::byte_size(t.dtype);
+    } else if (out.kind == Signature::Output::SlotWrite) {
+      result_bytes += slots[out.index]->nbytes;
+    }
+  }
+  t_last_request_bytes = result_bytes;
   // Bind the parameters in the signature's terms: distinct slots (numbered
   // as the builder numbered them) and tensor references.
   s.refs.clear();

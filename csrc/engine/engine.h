@@ -188,6 +188,9 @@ class Engine {
   // at exit).
   DiskCache& disk_cache() { return *disk_; }
   void flush_disk_cache() { disk_->flush(); }
+  // Bytes of the results of the last program this thread enqueued (what
+  // an out-of-memory message reports as asked for).
+  static int64_t last_request_bytes();
   // Waits for compiles that lost a race with the shared tier, then for the
   // pending cache writes (the process does this at exit).
   void finish_background_work();

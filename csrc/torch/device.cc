@@ -114,6 +114,29 @@ namespace {
 
 }  // namespace
 
+namespace {
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// "tpu:0 out of memory in aten::fill.Scalar: tried to allocate 1048576.00 MiB;
+// 12.00 MiB allocated (peak 20.00 MiB)", as torch.cuda words it.
+std::string out_of_memory_message(const std::string& op) {
+  c10::DeviceIndex d = current_device();
+  std::string msg = "tpu:" + std::to_string(d) + " out of memory in " + op;
+  if (int64_t asked = Engine::last_request_bytes()) msg += ": tried to allocate " + mib(asked);
+  if (Engine::started()) {
+    Engine& e = Engine::get();
+    msg += "; " + mib(e.allocated_bytes(d)) + " allocated (peak " + mib(e.peak_allocated_bytes(d)) + ")";
+  }
+  return msg;
+}
+
+}  // namespace
+
 void rethrow_as_torch(const std::string& op) {
   std::string where;
   if (Engine::available() && Engine::get().mode() == engine::Mode::Debug && python_location) {  // the failing op's line
@@ -129,12 +152,12 @@ void rethrow_as_torch(const std::string& op) {
   } catch (const std::out_of_range& e) {
     TORCH_CHECK_INDEX(false, e.what(), where);
   } catch (const runtime::Error& e) {
-    if (e.out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory: ", e.what(), where);
+    if (e.out_of_memory()) TORCH_CHECK_WITH(OutOfMemoryError, false, out_of_memory_message(op), ": ", e.what(), where);
     TORCH_CHECK(false, e.what(), where);
   } catch (const lowering::LoweringError& e) {
     raise_kind(e.kind, e.what() + where);
   } catch (const std::bad_alloc& e) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory in ", op, where);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, out_of_memory_message(op), where);
   } catch (const hlo::BuildError& e) {
     TORCH_CHECK(false, op, ": ", e.what(), where);
   } catch (const std::exception& e) {
