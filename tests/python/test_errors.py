@@ -79,7 +79,7 @@ def test_fallback_can_be_turned_into_an_error(monkeypatch):
 
 
 def test_out_of_memory_raises_and_process_survives():
-    with pytest.raises(torch.OutOfMemoryError, match=r"out of memory in .*tried to allocate 1048576\.00 MiB.*allocated"):
+    with pytest.raises(torch.OutOfMemoryError, match=r"out of memory in .*tried to allocate 1048576\.00 MiB"):
         x = torch.zeros(2**38, device=TPU)  # 1 TiB
         x.add_(1)
         x[0].item()
