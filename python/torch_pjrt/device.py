@@ -135,6 +135,35 @@ def empty_cache() -> None:
     pass
 
 
+def max_memory_reserved(device=None) -> int:
+    return max_memory_allocated(device)
+
+
+def memory_stats(device=None) -> dict:
+    """torch.cuda.memory_stats' keys for the live device buffers (``allocated_bytes.all.current``, ``.peak``, ...).
+
+    There is no caching allocator: reserved, active and requested bytes equal the allocated ones.
+    """
+    return torch.accelerator.memory_stats(torch.device("tpu", _index(device)))
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A short table of the device's memory, as torch.cuda.memory_summary prints it."""
+    idx = _index(device)
+    stats = memory_stats(idx)
+
+    def mib(key):
+        return f"{stats.get(key, 0) / 2**20:12.2f} MiB"
+
+    rows = [
+        f"|  tpu:{idx} memory summary (live device buffers; no caching allocator)",
+        "|  metric                     current          peak",
+        f"|  allocated memory      {mib('allocated_bytes.all.current')}  {mib('allocated_bytes.all.peak')}",
+        f"|  reserved memory       {mib('reserved_bytes.all.current')}  {mib('reserved_bytes.all.peak')}",
+    ]
+    return "\n".join(rows) + "\n"
+
+
 def get_amp_supported_dtype():
     return [torch.bfloat16, torch.float16]
 

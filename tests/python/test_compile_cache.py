@@ -82,6 +82,16 @@ def test_second_process_compiles_nothing(tmp_path, mode):
     assert len(tpc_files(tmp_path / "cache")) == first["compiles"]
 
 
+def test_second_process_of_the_compiled_gpt_step_compiles_nothing(tmp_path):
+    env = env_for(tmp_path / "cache")
+    first, _ = run_worker(env, "--mode", "compiled", "--model", "gpt", "--steps", "3")
+    assert first["compiles"] > 0
+    second, _ = run_worker(env, "--mode", "compiled", "--model", "gpt", "--steps", "3")
+    assert second["compiles"] == 0 and second["disk"]["host_hits"] == first["compiles"]
+    assert second["losses"] == first["losses"]
+    assert_correct(second)
+
+
 def test_four_processes_share_one_empty_directory(tmp_path):
     solo, _ = run_worker(env_for(tmp_path / "solo"))
     env = env_for(tmp_path / "cache")

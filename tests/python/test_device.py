@@ -166,3 +166,20 @@ def test_clean_exit_after_backward():
     for _ in range(5):
         r = _python(code)
         assert r.returncode == 0, r.stderr[-500:]
+
+
+def test_memory_stats_and_summary_follow_live_buffers():
+    torch_pjrt.synchronize()
+    before = torch.tpu.memory_stats()["allocated_bytes.all.current"]
+    assert before == torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    x = torch.ones(1 << 18, device="tpu")  # 1 MiB
+    x.add_(1)
+    torch_pjrt.synchronize()
+    stats = torch.tpu.memory_stats()
+    assert stats["allocated_bytes.all.current"] == before + (1 << 20)
+    assert stats["allocated_bytes.all.peak"] >= before + (1 << 20)
+    assert torch.accelerator.memory_allocated("tpu") == stats["allocated_bytes.all.current"]
+    assert "allocated memory" in torch.tpu.memory_summary()
+    del x
+    assert torch.tpu.memory_stats()["allocated_bytes.all.current"] == before
