@@ -248,27 +248,28 @@ Executable::~Executable() {
   plugin_->api()->PJRT_LoadedExecutable_Destroy(&a);
 }
 
-PJRT_Executable* Executable::unloaded() const {
+Executable::Unloaded::~Unloaded() {
+  auto destroy = args_of<PJRT_Executable_Destroy_Args>();
+  destroy.executable = exe;
+  api->PJRT_Executable_Destroy(&destroy);
+}
+
+Executable::Unloaded Executable::unloaded() const {
   const PJRT_Api* api = plugin_->api();
   auto get = args_of<PJRT_LoadedExecutable_GetExecutable_Args>();
   get.loaded_executable = exe_;
   check(api, api->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
-  return get.executable;
+  return Unloaded(api, get.executable);
 }
 
 std::string Executable::serialize() const {
   const PJRT_Api* api = plugin_->api();
-  PJRT_Executable* unloaded_exe = unloaded();
+  Unloaded view = unloaded();
   auto a = args_of<PJRT_Executable_Serialize_Args>();
-  a.executable = unloaded_exe;
-  PJRT_Error* err = api->PJRT_Executable_Serialize(&a);
-  std::string bytes;
-  if (!err) bytes.assign(a.serialized_bytes, a.serialized_bytes_size);
-  if (!err && a.serialized_executable_deleter) a.serialized_executable_deleter(a.serialized_executable);
-  auto destroy = args_of<PJRT_Executable_Destroy_Args>();
-  destroy.executable = unloaded_exe;
-  api->PJRT_Executable_Destroy(&destroy);
-  check(api, err, "PJRT_Executable_Serialize");
+  a.executable = view.exe;
+  check(api, api->PJRT_Executable_Serialize(&a), "PJRT_Executable_Serialize");
+  std::string bytes(a.serialized_bytes, a.serialized_bytes_size);
+  if (a.serialized_executable_deleter) a.serialized_executable_deleter(a.serialized_executable);
   return bytes;
 }
 
@@ -405,13 +406,17 @@ BufferPtr Client::from_host(const void* data, ElementType type, const std::vecto
   return buffer;
 }
 
-std::unique_ptr<Executable> Client::compile(const std::string& mlir, int device) const {
+std::string Client::options_for(int device) const {
   const PJRT_Api* api = plugin_->api();
   auto id = args_of<PJRT_DeviceDescription_Id_Args>();
   id.device_description = description(api, devices_.at(device));
   check(api, api->PJRT_DeviceDescription_Id(&id), "PJRT_DeviceDescription_Id");
+  return compile_options_proto(id.id);
+}
 
-  std::string options = compile_options_proto(id.id);
+std::unique_ptr<Executable> Client::compile(const std::string& mlir, int device) const {
+  const PJRT_Api* api = plugin_->api();
+  std::string options = options_for(device);
   auto program = args_of<PJRT_Program>();
   program.code = const_cast<char*>(mlir.data());
   program.code_size = mlir.size();
@@ -424,32 +429,12 @@ std::unique_ptr<Executable> Client::compile(const std::string& mlir, int device)
   a.compile_options = options.data();
   a.compile_options_size = options.size();
   check(api, api->PJRT_Client_Compile(&a), "compiling StableHLO");
-
   return wrap(a.executable, device);
-}
-
-std::unique_ptr<Executable> Client::wrap(PJRT_LoadedExecutable* loaded, int device) const {
-  const PJRT_Api* api = plugin_->api();
-  // From here on `exe` owns the handle, also if the output count fails.
-  auto exe = std::make_unique<Executable>(plugin_, loaded, 0, device);
-  PJRT_Executable* unloaded = exe->unloaded();
-  auto n = args_of<PJRT_Executable_NumOutputs_Args>();
-  n.executable = unloaded;
-  PJRT_Error* err = api->PJRT_Executable_NumOutputs(&n);
-  auto destroy = args_of<PJRT_Executable_Destroy_Args>();
-  destroy.executable = unloaded;
-  api->PJRT_Executable_Destroy(&destroy);
-  check(api, err, "PJRT_Executable_NumOutputs");
-  exe->num_outputs_ = static_cast<int>(n.num_outputs);
-  return exe;
 }
 
 std::unique_ptr<Executable> Client::deserialize(const std::string& bytes, int device) const {
   const PJRT_Api* api = plugin_->api();
-  auto id = args_of<PJRT_DeviceDescription_Id_Args>();
-  id.device_description = description(api, devices_.at(device));
-  check(api, api->PJRT_DeviceDescription_Id(&id), "PJRT_DeviceDescription_Id");
-  std::string options = compile_options_proto(id.id);
+  std::string options = options_for(device);
   auto a = args_of<PJRT_Executable_DeserializeAndLoad_Args>();
   a.client = client_;
   a.serialized_executable = bytes.data();
@@ -458,6 +443,17 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes, int de
   a.overridden_serialized_compile_options_size = options.size();
   check(api, api->PJRT_Executable_DeserializeAndLoad(&a), "PJRT_Executable_DeserializeAndLoad");
   return wrap(a.loaded_executable, device);
+}
+
+std::unique_ptr<Executable> Client::wrap(PJRT_LoadedExecutable* loaded, int device) const {
+  // From here on `exe` owns the handle, also if the output count fails.
+  auto exe = std::make_unique<Executable>(plugin_, loaded, 0, device);
+  Executable::Unloaded view = exe->unloaded();
+  auto n = args_of<PJRT_Executable_NumOutputs_Args>();
+  n.executable = view.exe;
+  check(plugin_->api(), plugin_->api()->PJRT_Executable_NumOutputs(&n), "PJRT_Executable_NumOutputs");
+  exe->num_outputs_ = static_cast<int>(n.num_outputs);
+  return exe;
 }
 
 }  // namespace torch_pjrt::runtime

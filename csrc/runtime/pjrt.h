@@ -188,8 +188,16 @@ class Executable {
 
  private:
   friend class Client;
-  // A new PJRT_Executable view of exe_; the caller destroys it.
-  PJRT_Executable* unloaded() const;
+  // A PJRT_Executable view of exe_ (its outputs, its serialisation); owns
+  // the view and destroys it.
+  struct Unloaded {
+    Unloaded(const PJRT_Api* a, PJRT_Executable* e) : api(a), exe(e) {}
+    Unloaded(const Unloaded&) = delete;
+    ~Unloaded();
+    const PJRT_Api* api;
+    PJRT_Executable* exe;
+  };
+  Unloaded unloaded() const;
   std::shared_ptr<Plugin> plugin_;
   PJRT_LoadedExecutable* exe_;
   int num_outputs_;
@@ -231,7 +239,10 @@ class Client {
   std::unique_ptr<Executable> deserialize(const std::string& bytes, int device) const;
 
  private:
+  // Takes ownership of a loaded executable for `device`.
   std::unique_ptr<Executable> wrap(PJRT_LoadedExecutable* loaded, int device) const;
+  // The serialised compile options for one replica on `device`.
+  std::string options_for(int device) const;
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;

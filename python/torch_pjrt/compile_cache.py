@@ -295,22 +295,23 @@ def copy_tier(src: str, dst: str) -> int:
     return copied
 
 
-def cmd_export(args) -> int:
+def _copy_with_host(args, exporting: bool) -> int:
     root = host_root()
+    verb = "export" if exporting else "import"
     if not root:
-        print("export: the host tier is off (TORCH_PJRT_CACHE_DIR)", file=sys.stderr)
+        print(f"{verb}: the host tier is off (TORCH_PJRT_CACHE_DIR)", file=sys.stderr)
         return 1
-    print(f"exported {copy_tier(root, args.dir)} entries from {root} to {args.dir}")
+    src, dst = (root, args.dir) if exporting else (args.dir, root)
+    print(f"{verb}ed {copy_tier(src, dst)} entries from {src} to {dst}")
     return 0
+
+
+def cmd_export(args) -> int:
+    return _copy_with_host(args, exporting=True)
 
 
 def cmd_import(args) -> int:
-    root = host_root()
-    if not root:
-        print("import: the host tier is off (TORCH_PJRT_CACHE_DIR)", file=sys.stderr)
-        return 1
-    print(f"imported {copy_tier(args.dir, root)} entries from {args.dir} into {root}")
-    return 0
+    return _copy_with_host(args, exporting=False)
 
 
 def cmd_warm(args) -> int:

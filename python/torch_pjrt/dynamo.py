@@ -69,7 +69,6 @@ def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable 
         return out
 
     run._boxed_call = True
-    run._torch_pjrt_unlowered = missing
     return run
 
 
@@ -79,7 +78,6 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     - ``debug_callback(kind, stablehlo_text)``: called once per graph with ``kind`` "forward", "backward" or
       "inference" and the StableHLO module of its program.
     """
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
     options = dict(options or {})
@@ -95,11 +93,13 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
-        decompositions=_decompositions(core_aten_decompositions),
+        decompositions=_decompositions(),
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
 
 
 @functools.cache
-def _decompositions(core):
-    return core()
+def _decompositions() -> dict:
+    from torch._decomp import core_aten_decompositions
+
+    return core_aten_decompositions()
