@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include <dlfcn.h>
+#include "engine/trace.h"
 
 namespace torch_pjrt::engine {
 
@@ -58,8 +60,10 @@ std::string summarize(const std::vector<const OpCall*>& calls) {
   std::vector<std::pair<std::string, int>> counts;
   for (const OpCall* c : calls) {
     auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& p) { return p.first == c->op->name; });
-    if (it == counts.end()) counts.emplace_back(c->op->name, 1);
-    else ++it->second;
+    if (it == counts.end())
+      counts.emplace_back(c->op->name, 1);
+    else
+      ++it->second;
   }
   std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string s = std::to_string(calls.size()) + " calls:";
@@ -82,8 +86,8 @@ std::atomic<Engine*> g_engine{nullptr};
 
 Engine::Engine(std::unique_ptr<runtime::Client> client)
     : client_(std::move(client)), identity_(plugin_identity(*client_)) {
-  fingerprint_ = "format=1\nplatform=" + client_->platform_name() + "\nplatform_version=" +
-                 client_->platform_version() + "\npjrt_api=" + client_->plugin().api_version() +
+  fingerprint_ = "format=1\nplatform=" + client_->platform_name() +
+                 "\nplatform_version=" + client_->platform_version() + "\npjrt_api=" + client_->plugin().api_version() +
                  "\nplugin=" + file_identity(client_->plugin().path(), /*whole=*/false) +
                  "\nbuild=" + file_identity(own_binary(), /*whole=*/true) + "\n";
   DiskCacheOptions options = DiskCacheOptions::from_environment();
@@ -263,6 +267,7 @@ void Engine::finish_background_work() {
 }
 
 Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead) {
+  Span span("lower");
   ProgramBuilder builder;
   for (const OpCall* call : calls) builder.add(*call);
   return builder.finish(dead);
@@ -287,6 +292,7 @@ std::shared_ptr<const CachedProgram> Engine::compile_module(Program program, int
     }
   } compile_slot{this};
   auto t0 = std::chrono::steady_clock::now();
+  Span span("compile", &name);
   try {
     entry->exe = client_->compile(program.module_text, device);
   } catch (const runtime::Error& e) {
@@ -358,6 +364,7 @@ void Engine::check_scalars(const Signature& sig, const OpCall& call, int32_t ind
 
 int64_t Engine::execute(const CachedProgram& program, const OpCall* const* calls, size_t n,
                         const std::vector<Slot*>& slots, Binding& s, const std::string& name) {
+  Span span("execute", &name);
   const Signature& sig = program.signature;
   int64_t result_bytes = 0;  // what the program allocates, for an out-of-memory message
   for (const auto& out : sig.outputs) {
@@ -496,8 +503,8 @@ CallResult Engine::run_strict(const OpCall& call) {
 // ---------------------------------------------------------------- fused regions
 
 const char* flush_reason_name(FlushReason r) {
-  static const char* names[kNumFlushReasons] = {"sync",     "read",       "upload",    "unfusable", "mode",
-                                                "device",   "dtype_view", "cap_calls", "cap_bytes", "period"};
+  static const char* names[kNumFlushReasons] = {"sync",   "read",       "upload",    "unfusable", "mode",
+                                                "device", "dtype_view", "cap_calls", "cap_bytes", "period"};
   return names[static_cast<int>(r)];
 }
 
@@ -542,7 +549,8 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
     r.view.dtype = t.dtype;
     r.view.sizes = t.dims;
     r.view.strides.assign(t.dims.size(), 1);
-    for (size_t d = t.dims.size(); d-- > 1;) r.view.strides[d - 1] = r.view.strides[d] * std::max<int64_t>(t.dims[d], 1);
+    for (size_t d = t.dims.size(); d-- > 1;)
+      r.view.strides[d - 1] = r.view.strides[d] * std::max<int64_t>(t.dims[d], 1);
     return r;
   };
   for (auto& target : joined.targets)
@@ -594,6 +602,7 @@ void Engine::run_region() {
   std::vector<const OpCall*> calls;
   for (const OpCall& c : r.calls) calls.push_back(&c);
   const std::string name = "a fused region ending in " + r.calls.back().op->name;
+  Span span("fused_region", &name);
   bool hit;
   std::shared_ptr<const CachedProgram> program;
   try {
@@ -646,6 +655,7 @@ void Engine::release_slot(void* ctx) {
       return;
     }
   }
+  slot->state();  // a non-blocking upload into it finishes first
   delete slot;
 }
 
@@ -660,6 +670,7 @@ void Engine::add_checks(std::vector<CallResult::Check> checks) { executor_.add_c
 
 void Engine::sync(FlushReason why) {
   flush(why);
+  Span span("sync");
   metrics_.synced();
   executor_.sync();
 }
@@ -671,6 +682,7 @@ bool Engine::has_data(Slot& slot) {
 
 void Engine::download(Slot& slot, void* dst) {
   sync(FlushReason::Read);
+  Span span("copy_to_host");
   Slot::State st = slot.state();
   if (!st.buffer) {
     std::memset(dst, 0, slot.nbytes);
@@ -695,6 +707,7 @@ void Engine::read_result(const runtime::BufferPtr& buffer, void* dst, size_t nby
 
 void Engine::upload(Slot& slot, const void* src, DType dtype) {
   if (slot.region_index() >= 0) flush(FlushReason::Upload);
+  Span span("copy_from_host");
   int64_t n = slot.nbytes / hlo::byte_size(dtype);
   slot.set({client_->from_host(src, element_type(dtype), {n}, slot.device), dtype, nullptr});
 }

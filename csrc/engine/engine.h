@@ -40,13 +40,15 @@
 #include <vector>
 
 #include "engine/cache.h"
-#include "engine/disk_cache.h"
 #include "engine/call.h"
+#include "engine/disk_cache.h"
 #include "engine/executor.h"
+#include "engine/host_memory.h"
 #include "engine/metrics.h"
 #include "engine/program.h"
 #include "engine/region.h"
 #include "engine/slot.h"
+#include "engine/transfer.h"
 #include "runtime/pjrt.h"
 
 namespace torch_pjrt::engine {
@@ -149,6 +151,23 @@ class Engine {
   void read_result(const runtime::BufferPtr& buffer, void* dst, size_t nbytes, const std::string& op);
   // Replaces a slot's buffer with host data of `dtype` (flat).
   void upload(Slot& slot, const void* src, DType dtype);
+
+  // Non-blocking copies (transfer.h says how each maps onto PJRT). Each
+  // returns at once; a sync point waits for it and raises its error.
+  // Starts copying a slot's whole buffer into `dst`, which `keep` holds
+  // until the copy is done; `dst` is undefined until then.
+  CompletionPtr download_async(Slot& slot, void* dst, std::shared_ptr<void> keep);
+  // Starts replacing a slot's buffer with the host data at `src` (flat, of
+  // `dtype`), which `keep` holds and nobody changes until the copy is done.
+  // The slot reads as the new data from now on.
+  CompletionPtr upload_async(Slot& slot, const void* src, DType dtype, std::shared_ptr<void> keep);
+  // What a torch Event records: a Completion of all the work enqueued so
+  // far, on any stream (runs the open region first). All streams of a
+  // device feed its one PJRT device, which orders work by data: a program
+  // or copy waits for the buffers it reads.
+  CompletionPtr record();
+  // Whether all the work enqueued so far is done (never waits for it).
+  bool idle();
   // Makes sure a slot holds a buffer of `dtype` (zero-filled if never
   // written, re-interpreted through the host if written with another dtype)
   // and returns it.
@@ -202,7 +221,7 @@ class Engine {
   // A program for `calls` (key `key`): from the persistent tiers, else
   // lowered and compiled (and then written to them).
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                              const std::vector<uint8_t>* dead = nullptr);
+                                               const std::vector<uint8_t>* dead = nullptr);
   Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead);
   // Compiles a lowered program (at most one compile per core at once).
   std::shared_ptr<const CachedProgram> compile_module(Program program, int device, const std::string& name);
@@ -238,6 +257,8 @@ class Engine {
   std::atomic<Mode> mode_{Mode::Strict};
   ProgramCache cache_;
   Executor executor_;
+  std::once_flag copies_once_;
+  std::unique_ptr<CopyThread> copies_;  // made at the first non-blocking upload
   MetricsRecorder metrics_;
   // Uploaded runtime scalars by (bits, dtype and device), reused across calls.
   struct ScalarKey {

@@ -1,6 +1,56 @@
 #include "engine/executor.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace torch_pjrt::engine {
+
+void Completion::arrive(const std::string& error) {
+  std::vector<std::function<void()>> then;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (remaining_ <= 0) return;
+    if (error_.empty()) error_ = error;
+    if (--remaining_ > 0) return;
+    at_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    then.swap(then_);
+  }
+  cv_.notify_all();
+  for (auto& fn : then) fn();
+}
+
+bool Completion::done() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return remaining_ <= 0;
+}
+
+void Completion::wait() const {
+  std::unique_lock<std::mutex> g(mu_);
+  cv_.wait(g, [&] { return remaining_ <= 0; });
+}
+
+double Completion::completed_at() const {
+  wait();
+  std::lock_guard<std::mutex> g(mu_);
+  return at_;
+}
+
+std::string Completion::error() const {
+  wait();
+  std::lock_guard<std::mutex> g(mu_);
+  return error_;
+}
+
+void Completion::then(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (remaining_ > 0) {
+      then_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
 
 void raise_if_failed(const PendingCheck& c, const std::string& op) {
   bool bad = false;
@@ -29,7 +79,8 @@ void Executor::await(size_t keep) {
   {
     std::lock_guard<std::mutex> g(mu_);
     while (in_flight_.size() > keep) {
-      if (runtime::BufferPtr b = in_flight_.front().first.lock()) alive.emplace_back(std::move(b), in_flight_.front().second);
+      if (runtime::BufferPtr b = in_flight_.front().first.lock())
+        alive.emplace_back(std::move(b), in_flight_.front().second);
       in_flight_.pop_front();
     }
   }
@@ -46,8 +97,53 @@ void Executor::await(size_t keep) {
   }
 }
 
+void Executor::add_transfer(CompletionPtr done, std::string what) {
+  std::lock_guard<std::mutex> g(mu_);
+  transfers_.erase(std::remove_if(transfers_.begin(), transfers_.end(),
+                                  [](const auto& t) { return t.first->done() && t.first->error().empty(); }),
+                   transfers_.end());
+  transfers_.emplace_back(std::move(done), std::move(what));
+}
+
+CompletionPtr Executor::marker() {
+  std::vector<runtime::BufferPtr> alive;
+  std::vector<CompletionPtr> copies;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [weak, op] : in_flight_)
+      if (runtime::BufferPtr b = weak.lock()) alive.push_back(std::move(b));
+    for (auto& t : transfers_) copies.push_back(t.first);
+  }
+  // One extra part, arrived last, so the marker cannot complete while it is
+  // being built.
+  auto m = std::make_shared<Completion>(static_cast<int>(alive.size() + copies.size()) + 1);
+  for (auto& b : alive) {
+    try {
+      b->on_ready([m](const std::string&) { m->arrive(); });
+    } catch (const runtime::Error&) {
+      m->arrive();  // donated meanwhile: a later program consumed it
+    }
+  }
+  for (auto& c : copies) c->then([m] { m->arrive(); });
+  m->arrive();
+  return m;
+}
+
+void Executor::await_transfers() {
+  std::vector<std::pair<CompletionPtr, std::string>> transfers;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    transfers.swap(transfers_);
+  }
+  for (auto& [done, what] : transfers) {
+    std::string error = done->error();
+    if (!error.empty()) throw runtime::Error(-1, what + " failed (reported at this sync point): " + error);
+  }
+}
+
 void Executor::sync() {
   await(0);
+  await_transfers();
   std::vector<PendingCheck> checks;
   {
     std::lock_guard<std::mutex> g(mu_);

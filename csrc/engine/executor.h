@@ -14,11 +14,18 @@
 // reported (nothing can observe it), as in JAX; that keeps the per-op cost
 // to a weak reference instead of a PJRT event.
 //
+// Asynchronous copies (non-blocking host<->device transfers) are tracked
+// beside the programs, by a Completion each; a sync point waits for them
+// too. A marker (what a torch Event records) is a Completion of all the work
+// enqueued before it: the live programs and the pending copies.
+//
 // Thread-safety: all methods may be called from any thread; no lock is held
 // while the host waits for a device program.
 #pragma once
 
+#include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -48,6 +55,35 @@ struct PendingCheck {
 // `op` (when not empty) if it failed.
 void raise_if_failed(const PendingCheck& check, const std::string& op = "");
 
+// The completion of some device work that finishes in `parts` pieces (a
+// copy, or everything before an event). Shared by whoever waits for it.
+// Thread-safe.
+class Completion {
+ public:
+  explicit Completion(int parts = 1) : remaining_(parts) {}
+  // One part finished, with `error` if it failed; the last one completes
+  // this (and stamps the host's steady clock).
+  void arrive(const std::string& error = "");
+  bool done() const;
+  void wait() const;
+  // Seconds on the steady clock when it completed (waits first).
+  double completed_at() const;
+  // The first part's error, or "" (waits first).
+  std::string error() const;
+  // Calls `fn` once this is done: at once if it is (on this thread), else on
+  // the thread of the last part. `fn` must not throw.
+  void then(std::function<void()> fn);
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  int remaining_;
+  double at_ = 0;
+  std::string error_;
+  std::vector<std::function<void()>> then_;
+};
+using CompletionPtr = std::shared_ptr<Completion>;
+
 class Executor {
  public:
   // Records a program just enqueued for `op` (a name that lives for the
@@ -58,14 +94,22 @@ class Executor {
   // Waits for every program enqueued so far, then reads the pending checks;
   // raises the first failure of either (a program's error names its op).
   void sync();
+  // Tracks an asynchronous copy until it completes; `what` names it in the
+  // error a sync point raises if it failed.
+  void add_transfer(CompletionPtr done, std::string what);
+  // A Completion of everything enqueued so far (programs whose outputs are
+  // alive, and copies).
+  CompletionPtr marker();
 
  private:
   void await(size_t keep);
+  void await_transfers();
 
   static constexpr size_t kMaxInFlight = 4096;
   std::mutex mu_;
   std::deque<std::pair<std::weak_ptr<runtime::Buffer>, const char*>> in_flight_;
   std::vector<PendingCheck> checks_;
+  std::vector<std::pair<CompletionPtr, std::string>> transfers_;
 };
 
 }  // namespace torch_pjrt::engine

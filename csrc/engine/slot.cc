@@ -41,9 +41,19 @@ bool Slot::take_if_unshared(const runtime::BufferPtr& ours) {
   return true;
 }
 
+runtime::BufferPtr Slot::begin_write() {
+  std::unique_lock<std::mutex> g(mu_);
+  written_.wait(g, [&] { return !pending_; });
+  // The reservation of a never-written slot ends now: set() will not.
+  if (!state_.buffer) runtime::DeviceMemory::get().add(device, -nbytes);
+  pending_ = true;
+  return state_.buffer;
+}
+
 void Slot::restore(runtime::BufferPtr buffer) {
   {
     std::lock_guard<std::mutex> g(mu_);
+    if (!buffer) runtime::DeviceMemory::get().add(device, nbytes);  // reserved again
     state_.buffer = std::move(buffer);
     pending_ = false;
   }

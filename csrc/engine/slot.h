@@ -67,6 +67,10 @@ class Slot {
   // program's output) or restore() (the enqueue failed).
   bool take_if_unshared(const runtime::BufferPtr& ours);
   void restore(runtime::BufferPtr buffer);
+  // A non-blocking upload: waits until the slot is not pending, then makes
+  // it pending and returns its current buffer (for restore() if the upload
+  // fails). The uploader ends the pending state with set().
+  runtime::BufferPtr begin_write();
 
   mutable std::mutex mu_;
   mutable std::condition_variable written_;

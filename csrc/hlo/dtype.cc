@@ -37,6 +37,7 @@ constexpr std::array<Info, kNumDTypes> kInfo = {{
     {"ui64", "uint64", "UInt64", "UInt64", 8, Category::Integral, true, 9},
     {"complex<f32>", "complex64", "ComplexFloat", "c10::complex<float>", 8, Category::Complex, false, 14},
     {"complex<f64>", "complex128", "ComplexDouble", "c10::complex<double>", 16, Category::Complex, false, 15},
+    {"ui16", "uint16", "UInt16", "UInt16", 2, Category::Integral, true, 7},
 }};
 
 const Info& info(DType t) { return kInfo[static_cast<int>(t)]; }

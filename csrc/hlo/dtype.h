@@ -22,12 +22,13 @@ enum class DType : uint8_t {
   BF16,
   F32,
   F64,
-  U32,   // internal only (RNG bits); never a torch dtype
-  U64,   // internal only (RNG state)
+  U32,   // torch.uint32; also RNG bits
+  U64,   // torch.uint64; also the RNG state
   C64,   // complex<f32>
   C128,  // complex<f64>
+  U16,   // torch.uint16
 };
-constexpr int kNumDTypes = 14;
+constexpr int kNumDTypes = 15;
 
 // How PyTorch ranks dtypes when it promotes mixed operands.
 enum class Category : uint8_t { Bool = 0, Integral = 1, Floating = 2, Complex = 3 };

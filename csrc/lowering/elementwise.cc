@@ -1064,9 +1064,11 @@ V copy(Context& cx) {
   Value self = cx.tensor(0);
   Value src = cx.tensor(1);
   DType to = self.dtype();
-  // Float to a narrow integer wraps on CPU (through int32); XLA's convert saturates.
-  if (hlo::is_floating(src.dtype()) && (to == DType::U8 || to == DType::I8 || to == DType::I16))
+  // Float to a narrow integer wraps on CPU (through int32, or int64 for
+  // uint32); XLA's convert saturates.
+  if (hlo::is_floating(src.dtype()) && (to == DType::U8 || to == DType::I8 || to == DType::I16 || to == DType::U16))
     src = cx.b.convert(src, DType::I32);
+  if (hlo::is_floating(src.dtype()) && to == DType::U32) src = cx.b.convert(src, DType::I64);
   return {cx.b.broadcast_to(cx.b.convert(src, to), self.dims())};
 }
 V clone(Context& cx) { return {cx.tensor(0)}; }

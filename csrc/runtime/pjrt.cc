@@ -134,7 +134,69 @@ Event::~Event() {
   plugin_->api()->PJRT_Event_Destroy(&a);
 }
 
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    std::swap(plugin_, o.plugin_);
+    std::swap(event_, o.event_);
+  }
+  return *this;  // o destroys what this held
+}
+
+const PJRT_Api* Event::plugin_api() const { return plugin_ ? plugin_->api() : nullptr; }
+
+bool Event::is_ready() const {
+  if (!event_) return true;
+  auto a = args_of<PJRT_Event_IsReady_Args>();
+  a.event = event_;
+  check(plugin_->api(), plugin_->api()->PJRT_Event_IsReady(&a), "PJRT_Event_IsReady");
+  return a.is_ready;
+}
+
+namespace {
+struct ReadyCallback {
+  Event event;  // destroyed after the callback ran
+  std::function<void(const std::string&)> done;
+};
+void call_ready(PJRT_Error* error, void* arg) {
+  auto* cb = static_cast<ReadyCallback*>(arg);
+  const PJRT_Api* api = cb->event.plugin_api();
+  std::string message;
+  if (error) {
+    auto msg = args_of<PJRT_Error_Message_Args>();
+    msg.error = error;
+    api->PJRT_Error_Message(&msg);
+    message.assign(msg.message, msg.message_size);
+    if (message.empty()) message = "device work failed";
+    auto destroy = args_of<PJRT_Error_Destroy_Args>();
+    destroy.error = error;
+    api->PJRT_Error_Destroy(&destroy);
+  }
+  cb->done(message);
+  delete cb;
+}
+}  // namespace
+
+void Event::when_ready(Event event, std::function<void(const std::string& error)> done) {
+  if (!event.event_) {
+    done("");
+    return;
+  }
+  const PJRT_Api* api = event.plugin_->api();
+  PJRT_Event* raw = event.event_;
+  auto* cb = new ReadyCallback{std::move(event), std::move(done)};
+  auto a = args_of<PJRT_Event_OnReady_Args>();
+  a.event = raw;
+  a.callback = &call_ready;
+  a.user_arg = cb;
+  PJRT_Error* err = api->PJRT_Event_OnReady(&a);
+  if (err) {
+    delete cb;
+    check(api, err, "PJRT_Event_OnReady");
+  }
+}
+
 void Event::wait() {
+  if (!event_) return;
   auto a = args_of<PJRT_Event_Await_Args>();
   a.event = event_;
   check(plugin_->api(), plugin_->api()->PJRT_Event_Await(&a), "PJRT_Event_Await");
@@ -224,6 +286,16 @@ void Buffer::to_host(void* dst, size_t nbytes) const {
   Event(plugin_, a.event).wait();
 }
 
+Event Buffer::to_host_async(void* dst, size_t nbytes) const {
+  if (nbytes == 0) return Event();
+  auto a = args_of<PJRT_Buffer_ToHostBuffer_Args>();
+  a.src = buffer_;
+  a.dst = dst;
+  a.dst_size = nbytes;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_ToHostBuffer(&a), "PJRT_Buffer_ToHostBuffer");
+  return Event(plugin_, a.event);
+}
+
 void Buffer::wait_ready() const { ready_event().wait(); }
 
 Event Buffer::ready_event() const {
@@ -231,6 +303,10 @@ Event Buffer::ready_event() const {
   a.buffer = buffer_;
   check(plugin_->api(), plugin_->api()->PJRT_Buffer_ReadyEvent(&a), "PJRT_Buffer_ReadyEvent");
   return Event(plugin_, a.event);
+}
+
+void Buffer::on_ready(std::function<void(const std::string& error)> done) const {
+  Event::when_ready(ready_event(), std::move(done));
 }
 
 int64_t Buffer::on_device_bytes() const {
@@ -403,6 +479,43 @@ BufferPtr Client::from_host(const void* data, ElementType type, const std::vecto
   for (int64_t d : dims) bytes *= d;
   auto buffer = std::make_shared<Buffer>(plugin_, a.buffer, device, bytes);
   if (a.done_with_host_buffer) Event(plugin_, a.done_with_host_buffer).wait();
+  return buffer;
+}
+
+Client::Upload Client::from_host_async(const void* data, ElementType type, const std::vector<int64_t>& dims,
+                                       int device) const {
+  const PJRT_Api* api = plugin_->api();
+  auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
+  a.client = client_;
+  a.data = data;
+  a.type = static_cast<PJRT_Buffer_Type>(type);
+  a.dims = dims.data();
+  a.num_dims = dims.size();
+  a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  a.device = devices_.at(device);
+  check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
+  int64_t bytes = element_bytes(type);
+  for (int64_t d : dims) bytes *= d;
+  return {std::make_shared<Buffer>(plugin_, a.buffer, device, bytes), Event(plugin_, a.done_with_host_buffer)};
+}
+
+BufferPtr Client::lend_host(void* data, ElementType type, const std::vector<int64_t>& dims, int device,
+                            std::function<void()> released) const {
+  const PJRT_Api* api = plugin_->api();
+  auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
+  a.client = client_;
+  a.data = data;
+  a.type = static_cast<PJRT_Buffer_Type>(type);
+  a.dims = dims.data();
+  a.num_dims = dims.size();
+  a.host_buffer_semantics = PJRT_HostBufferSemantics_kMutableZeroCopy;
+  a.device = devices_.at(device);
+  check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
+  int64_t bytes = element_bytes(type);
+  for (int64_t d : dims) bytes *= d;
+  auto buffer = std::make_shared<Buffer>(plugin_, a.buffer, device, bytes);
+  Event::when_ready(Event(plugin_, a.done_with_host_buffer),
+                    [released = std::move(released)](const std::string&) { released(); });
   return buffer;
 }
 

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -86,14 +87,25 @@ class Plugin {
 };
 
 // Awaitable completion of an async plugin operation. Owns the PJRT_Event.
+// An Event made with no PJRT_Event (default, or null) is complete.
 class Event {
  public:
+  Event() = default;
   Event(std::shared_ptr<Plugin> plugin, PJRT_Event* event) : plugin_(std::move(plugin)), event_(event) {}
   Event(Event&& o) noexcept : plugin_(std::move(o.plugin_)), event_(o.event_) { o.event_ = nullptr; }
+  Event& operator=(Event&& o) noexcept;
   Event(const Event&) = delete;
   ~Event();
   // Blocks until done; throws Error if the operation failed.
   void wait();
+  // Whether the operation has completed (successfully or not); never blocks.
+  bool is_ready() const;
+  const PJRT_Api* plugin_api() const;
+  // Takes ownership of `event` and calls `done` once, when the operation
+  // completes, with its error message ("" on success): on a plugin thread,
+  // or on this one before returning if it already has. `done` must not
+  // throw and must not wait for device work.
+  static void when_ready(Event event, std::function<void(const std::string& error)> done);
 
  private:
   std::shared_ptr<Plugin> plugin_;
@@ -133,11 +145,17 @@ class Buffer {
   // Copies the whole buffer into `dst` (dense, row-major), blocking until the
   // data has arrived. Throws if the computation that produced it failed.
   void to_host(void* dst, size_t nbytes) const;
+  // Starts the same copy and returns at once: `dst` must stay valid, and
+  // its bytes are undefined, until the returned Event completes (which
+  // also reports a failed producer).
+  Event to_host_async(void* dst, size_t nbytes) const;
   // Waits until the buffer's producer finished; throws its error if any.
   void wait_ready() const;
   // An event that completes when the buffer's producer finishes. It does not
   // keep the buffer alive.
   Event ready_event() const;
+  // Calls `done` once the producer finishes (or failed), as Event::when_ready.
+  void on_ready(std::function<void(const std::string& error)> done) const;
   int64_t on_device_bytes() const;
   int device() const { return device_; }
   // True once the buffer was handed to a program as a donated argument (set
@@ -230,6 +248,23 @@ class Client {
   // tensor memory).
   BufferPtr from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device,
                       bool counted = true) const;
+  // The same, returning before the plugin has read the host memory: the
+  // caller must keep `data` alive and unchanged until `read` completes.
+  // The buffer may be used at once (PJRT orders its readers after the copy).
+  struct Upload {
+    BufferPtr buffer;
+    Event read;
+  };
+  Upload from_host_async(const void* data, ElementType type, const std::vector<int64_t>& dims, int device) const;
+  // A buffer over host memory the caller lends to the plugin: on a CPU
+  // platform the buffer aliases `data` (no copy; programs may write it
+  // when the buffer is donated), elsewhere the plugin copies it. The caller
+  // keeps `data` alive and does not touch it until `released` has been
+  // called (on a plugin thread): when the buffer and whatever took its
+  // memory are gone, or, where the plugin copied, when the copy is done.
+  // `data` must be aligned to 64 bytes.
+  BufferPtr lend_host(void* data, ElementType type, const std::vector<int64_t>& dims, int device,
+                      std::function<void()> released) const;
   // Compiles StableHLO text for one device. Throws Error (with the plugin's
   // diagnostic) if the text does not parse, verify or compile.
   std::unique_ptr<Executable> compile(const std::string& mlir, int device) const;

@@ -1,8 +1,10 @@
-// The `tpu` device as torch sees it: dtype mapping, allocator, device guard,
-// hooks, generators and error translation.
+// The `tpu` device as torch sees it: dtype mapping, allocators (device and
+// pinned host), device guard with streams and events, hooks, generators and
+// error translation.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/record_function.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "engine/trace.h"
 #include "torch/common.h"
 
 namespace torch_pjrt::glue {
@@ -46,6 +49,12 @@ hlo::DType to_hlo(at::ScalarType t) {
       return DType::C64;
     case at::kComplexDouble:
       return DType::C128;
+    case at::kUInt16:
+      return DType::U16;
+    case at::kUInt32:
+      return DType::U32;
+    case at::kUInt64:
+      return DType::U64;
     default:
       break;
   }
@@ -53,9 +62,9 @@ hlo::DType to_hlo(at::ScalarType t) {
 }
 
 at::ScalarType to_torch(hlo::DType t) {
-  static const at::ScalarType table[] = {at::kBool,   at::kByte,   at::kChar,         at::kShort,        at::kInt,
-                                         at::kLong,   at::kHalf,   at::kBFloat16,     at::kFloat,        at::kDouble,
-                                         at::kUInt32, at::kUInt64, at::kComplexFloat, at::kComplexDouble};
+  static const at::ScalarType table[] = {at::kBool,   at::kByte,   at::kChar,         at::kShort,         at::kInt,
+                                         at::kLong,   at::kHalf,   at::kBFloat16,     at::kFloat,         at::kDouble,
+                                         at::kUInt32, at::kUInt64, at::kComplexFloat, at::kComplexDouble, at::kUInt16};
   static_assert(sizeof(table) / sizeof(table[0]) == hlo::kNumDTypes, "one torch dtype per hlo::DType");
   return table[static_cast<int>(t)];
 }
@@ -229,6 +238,30 @@ class TpuAllocator final : public c10::DeviceAllocator {
 
 TpuAllocator g_allocator;
 
+// Pinned host memory (engine/host_memory.h): CPU tensors whose blocks
+// non-blocking copies may read or write after the copy call returned. The
+// DataPtr's context holds the block; a copy in flight holds it too.
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    engine::HostBlockPtr block;
+    try {
+      block = engine::HostMemory::allocate(n);
+    } catch (const std::bad_alloc&) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "cannot allocate ", n, " bytes of pinned host memory");
+    }
+    void* data = block->data;
+    return {data, new engine::HostBlockPtr(std::move(block)), &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+
+ private:
+  static void release(void* ctx) { delete static_cast<engine::HostBlockPtr*>(ctx); }
+};
+
+PinnedAllocator g_pinned_allocator;
+
 }  // namespace
 
 c10::Allocator* tpu_allocator() { return &g_allocator; }
@@ -262,18 +295,72 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) t_device = d.index();
   }
-  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
-  c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
-  c10::Stream exchangeStream(c10::Stream s) const override { return c10::Stream(c10::Stream::DEFAULT, s.device()); }
+  // Streams are ordering domains of the host API: every stream of a device
+  // feeds its one PJRT device, which orders work by data (a program or copy
+  // waits for the buffers it reads), so wait_event and wait_stream need no
+  // device-side action. Stream 0 is the default; new ones get fresh ids.
+  c10::Stream getStream(c10::Device d) const override { return current_stream(d); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kType, index_of(d)));
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override { return new_stream(d); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override { return new_stream(d); }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    c10::Stream old = current_stream(s.device());
+    t_stream[index_of(s.device())] = s.id();
+    return old;
+  }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count_or_zero(); }
-  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  // An event is an engine marker (Engine::record): a Completion of all the
+  // work enqueued before it on the device, held through `*event`.
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag) const override {
+    TORCH_CHECK(stream.device_type() == kType, "a tpu event can only be recorded on a tpu stream");
+    engine::CompletionPtr marker = Engine::get().record();
+    if (*event) {
+      *static_cast<engine::CompletionPtr*>(*event) = std::move(marker);
+    } else {
+      *event = new engine::CompletionPtr(std::move(marker));
+    }
+  }
   void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
-  bool queryStream(const c10::Stream&) const override { return true; }
+  bool queryEvent(void* event) const override {
+    return !event || (*static_cast<engine::CompletionPtr*>(event))->done();
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<engine::CompletionPtr*>(event);
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event) (*static_cast<engine::CompletionPtr*>(event))->wait();
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
+    double t0 = (*static_cast<engine::CompletionPtr*>(start))->completed_at();
+    double t1 = (*static_cast<engine::CompletionPtr*>(end))->completed_at();
+    return (t1 - t0) * 1e3;
+  }
+  bool queryStream(const c10::Stream&) const override { return Engine::get().idle(); }
   void synchronizeStream(const c10::Stream&) const override { Engine::get().sync(); }
   void synchronizeDevice(const c10::DeviceIndex) const override { Engine::get().sync(); }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  static thread_local c10::StreamId t_stream[kMaxDevices];
+  static int index_of(c10::Device d) {
+    int i = d.index() < 0 ? t_device : d.index();
+    TORCH_CHECK(i >= 0 && i < kMaxDevices, "tpu device index out of range: ", i);
+    return i;
+  }
+  static c10::Stream current_stream(c10::Device d) {
+    int i = index_of(d);
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, i), t_stream[i]);
+  }
+  static c10::Stream new_stream(c10::Device d) {
+    static std::atomic<c10::StreamId> next{1};
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, index_of(d)), next.fetch_add(1));
+  }
 };
+
+thread_local c10::StreamId TpuGuardImpl::t_stream[TpuGuardImpl::kMaxDevices] = {};
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 
@@ -385,13 +472,28 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage(storage, static_cast<int64_t>(newsize), hlo::DType::U8);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool isPinnedPtr(const void* p) const override { return engine::HostMemory::is_pinned(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
   bool hasCompatibleShallowCopyType(c10::DispatchKeySet, c10::DispatchKeySet) const { return true; }
 };
 
+// Engine spans (engine/trace.h) become torch.profiler ranges.
+bool trace_active() { return at::hasCallbacks(); }
+void* trace_begin(const std::string& name) {
+  auto* range = new at::RecordFunction(at::RecordScope::USER_SCOPE);
+  if (!range->isActive()) {
+    delete range;
+    return nullptr;
+  }
+  range->before(name);
+  return range;
+}
+void trace_end(void* range) { delete static_cast<at::RecordFunction*>(range); }
+const engine::TraceSink g_trace_sink{&trace_active, &trace_begin, &trace_end};
+
 struct Registration {
   Registration() {
+    engine::set_trace_sink(&g_trace_sink);
     c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_allocator);
     at::RegisterPrivateUse1HooksInterface(new TpuHooks());
   }

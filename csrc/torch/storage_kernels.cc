@@ -174,9 +174,52 @@ at::Tensor to_cpu(const at::Tensor& src) {
   return out;
 }
 
+// The pinned block that holds all of a dense CPU tensor's bytes, or null.
+engine::HostBlockPtr pinned_block_of(const at::Tensor& t) {
+  if (!t.is_cpu() || !t.is_contiguous() || t.is_conj() || t.is_neg()) return nullptr;
+  engine::HostBlockPtr block = engine::HostMemory::find(t.data_ptr());
+  if (!block) return nullptr;
+  auto begin = static_cast<const char*>(t.data_ptr()), end = begin + t.nbytes();
+  return end <= static_cast<const char*>(block->data) + block->bytes ? block : nullptr;
+}
+
+// non_blocking=True between a tpu tensor and pinned host memory, as CUDA
+// does it: the copy is enqueued and the call returns; the data is valid once
+// a stream or event synchronises (or at any sync point). Returns false for
+// what needs a blocking copy (pageable memory, a dtype change, a partial
+// storage on the host-to-device side), which the caller then does.
+bool copy_non_blocking(const at::Tensor& self, const at::Tensor& dst) {
+  if (self.scalar_type() != dst.scalar_type() || self.sizes() != dst.sizes() || self.is_conj() || self.is_neg() ||
+      dst.is_conj() || dst.is_neg())
+    return false;
+  const hlo::DType dtype = to_hlo(dst.scalar_type());
+  if (dst.is_privateuseone()) {  // host -> device
+    engine::HostBlockPtr block = pinned_block_of(self);
+    Slot* slot = slot_of(dst);
+    if (!block || !dst.is_contiguous() || dst.storage_offset() != 0 ||
+        static_cast<int64_t>(dst.nbytes()) != static_cast<int64_t>(slot->nbytes))
+      return false;
+    Engine::get().upload_async(*slot, self.data_ptr(), dtype, std::move(block));
+    return true;
+  }
+  engine::HostBlockPtr block = pinned_block_of(dst);  // device -> host
+  if (!block) return false;
+  at::Tensor src = self;
+  Slot* slot = slot_of(src);
+  if (!view_of(src).covers(static_cast<int64_t>(slot->nbytes) / src.element_size()) ||
+      static_cast<int64_t>(src.nbytes()) != static_cast<int64_t>(slot->nbytes)) {
+    src = run_simple("aten::clone", {src}, nullptr)[0];
+    slot = slot_of(src);
+  }
+  Engine::get().ensure_buffer(*slot, dtype);
+  Engine::get().download_async(*slot, dst.data_ptr(), std::move(block));
+  return true;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   return translate_errors("aten::_copy_from", [&] {
     if (dst.numel() == 0) return dst;
+    if (non_blocking && self.is_privateuseone() != dst.is_privateuseone() && copy_non_blocking(self, dst)) return dst;
     if (self.is_privateuseone() && dst.is_privateuseone()) {
       // Raw values move; conjugate/negative bits that differ between self
       // and dst are applied on the way (both are involutions).

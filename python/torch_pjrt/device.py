@@ -164,6 +164,66 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     return "\n".join(rows) + "\n"
 
 
+# ---- streams and events (csrc/torch/device.cc maps them onto PJRT).
+#
+# Every stream of a device feeds its one PJRT device, which orders work by data: a program or copy waits for the
+# buffers it reads. So work is ordered on a stream and across streams that wait for each other, with no device-side
+# wait, and an event completes once all the work enqueued on the device before it (on any stream) is done. PJRT's C
+# API has no queue argument, so several streams do not run concurrently on the device; on the CPU plugin, programs
+# run on its thread pool as their inputs become ready.
+
+
+class Stream(torch.Stream):
+    """``torch.cuda.Stream``'s interface for tpu: ``query``, ``synchronize``, ``wait_event``, ``wait_stream``,
+    ``record_event``, and ``with stream:``."""
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        if kwargs:  # stream_id, device_index, device_type: an existing stream
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=torch.device("tpu", _index(device)), priority=priority)
+
+
+class Event(torch.Event):
+    """``torch.cuda.Event``'s interface for tpu: ``record``, ``wait``, ``query``, ``synchronize`` and
+    ``elapsed_time`` (milliseconds between the host times at which the two events completed)."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(
+            cls, device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+        )
+
+
+def _as_tpu_stream(s: torch.Stream) -> Stream:
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def current_stream(device=None) -> Stream:
+    return _as_tpu_stream(torch.accelerator.current_stream(torch.device("tpu", _index(device))))
+
+
+def default_stream(device=None) -> Stream:
+    return Stream(stream_id=0, device_index=_index(device), device_type=current_stream(device).device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+@contextlib.contextmanager
+def stream(s: torch.Stream | None):
+    """Makes ``s`` the current stream of its device inside the block (``None`` changes nothing)."""
+    if s is None:
+        yield
+        return
+    previous = torch.accelerator.current_stream(s.device)
+    torch.accelerator.set_stream(s)
+    try:
+        yield
+    finally:
+        torch.accelerator.set_stream(previous)
+
+
 def get_amp_supported_dtype():
     return [torch.bfloat16, torch.float16]
 

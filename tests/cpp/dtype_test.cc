@@ -55,7 +55,7 @@ TEST(DType, PjrtCodesAreTheRuntimeElementTypes) {
       {DType::I16, ElementType::S16},   {DType::I32, ElementType::S32},   {DType::I64, ElementType::S64},
       {DType::F16, ElementType::F16},   {DType::BF16, ElementType::BF16}, {DType::F32, ElementType::F32},
       {DType::F64, ElementType::F64},   {DType::U32, ElementType::U32},   {DType::U64, ElementType::U64},
-      {DType::C64, ElementType::C64},   {DType::C128, ElementType::C128}};
+      {DType::C64, ElementType::C64},   {DType::C128, ElementType::C128}, {DType::U16, ElementType::U16}};
   static_assert(sizeof want / sizeof want[0] == kNumDTypes, "one row per dtype");
   for (const auto& [t, e] : want) EXPECT_EQ(pjrt_code(t), static_cast<int>(e)) << dtype_name(t);
 }
