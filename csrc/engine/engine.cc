@@ -151,7 +151,7 @@ ProgramKey Engine::key_of(const OpCall& call) const {
   ProgramKey key;
   SlotNumbering slots;
   const OpCall* calls[] = {&call};
-  make_key(identity_, calls, 1, key, slots);
+  make_key(key_identity(), calls, 1, key, slots);
   return key;
 }
 
@@ -268,7 +268,7 @@ void Engine::finish_background_work() {
 
 Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead) {
   Span span("lower");
-  ProgramBuilder builder;
+  ProgramBuilder builder(precision_.load());
   for (const OpCall* call : calls) builder.add(*call);
   return builder.finish(dead);
 }
@@ -456,7 +456,7 @@ CallResult Engine::run_strict(const OpCall& call) {
   Binding& s = scratch;
   ReleaseOnExit<Binding> release{s};
   const OpCall* calls[] = {&call};
-  make_key(identity_, calls, 1, s.key, s.numbering);
+  make_key(key_identity(), calls, 1, s.key, s.numbering);
   bool hit;
   std::shared_ptr<const CachedProgram> program = cache_.get(s.key, [&] { return compile(s.key, {&call}); }, &hit);
   if (hit) metrics_.cache_hit();
@@ -512,7 +512,7 @@ CallResult Engine::plan(const OpCall& call) {
   ProgramKey key;
   SlotNumbering numbering;
   const OpCall* calls[] = {&call};
-  make_key(identity_, calls, 1, key, numbering);
+  make_key(key_identity(), calls, 1, key, numbering);
   std::shared_ptr<const Signature> sig;
   {
     std::lock_guard<std::mutex> g(signatures_mu_);
@@ -520,7 +520,7 @@ CallResult Engine::plan(const OpCall& call) {
     if (it != signatures_.end()) sig = it->second;
   }
   if (!sig) {
-    ProgramBuilder builder;
+    ProgramBuilder builder(precision_.load());
     builder.add(call);  // raises the call's argument errors here, at the op
     auto made = std::make_shared<Signature>(builder.finish().signature);
     std::lock_guard<std::mutex> g(signatures_mu_);
@@ -640,7 +640,7 @@ void Engine::run_region() {
 std::string Engine::region_text(const Slot& slot) {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (flushing_ || !region_.dtype_of(&slot)) return "";
-  ProgramBuilder builder;
+  ProgramBuilder builder(precision_.load());
   for (const OpCall& c : region_.calls) builder.add(c);
   return builder.finish(&region_.dead).module_text;
 }

@@ -175,6 +175,11 @@ class Engine {
   // Gives a fresh slot the result buffer of a program (a new tensor's data).
   void adopt(Slot& slot, runtime::BufferPtr buffer, DType dtype);
 
+  // torch.set_float32_matmul_precision, as hlo::Precision (part of every
+  // key; the default, Highest, is exact float32 as on CPU).
+  void set_matmul_precision(hlo::Precision p) { precision_.store(p); }
+  hlo::Precision matmul_precision() const { return precision_.load(); }
+
   Mode mode() const { return mode_.load(); }
   // Runs the open region, then switches.
   void set_mode(Mode m);
@@ -255,6 +260,9 @@ class Engine {
   int compile_slots_ = 1;
   std::atomic<int> background_compiles_{0};
   std::atomic<Mode> mode_{Mode::Strict};
+  std::atomic<hlo::Precision> precision_{hlo::Precision::Highest};
+  // The first word of every key: the plugin's identity and the precision.
+  int64_t key_identity() const { return identity_ ^ (static_cast<int64_t>(precision_.load()) << 56); }
   ProgramCache cache_;
   Executor executor_;
   std::once_flag copies_once_;

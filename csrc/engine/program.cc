@@ -29,8 +29,7 @@ std::string Signature::serialize() const {
   o << "\ndonations " << donations.size();
   for (const auto& [p, r] : donations) o << ' ' << p << ':' << r;
   o << "\nchecks " << checks.size() << '\n';
-  for (const auto& c : checks)
-    o << int(c.kind) << ' ' << c.call << ' ' << c.message.size() << ' ' << c.message << '\n';
+  for (const auto& c : checks) o << int(c.kind) << ' ' << c.call << ' ' << c.message.size() << ' ' << c.message << '\n';
   o << "scalar_checks " << scalar_checks.size() << '\n';
   for (const auto& c : scalar_checks)
     o << c.call << ' ' << c.arg << ' ' << int(c.fits) << ' ' << c.message.size() << ' ' << c.message << '\n';

@@ -89,6 +89,8 @@ class SlotNumbering {
 
 class ProgramBuilder {
  public:
+  // `precision`: of the float32 matmuls and convolutions it lowers.
+  explicit ProgramBuilder(hlo::Precision precision = hlo::Precision::Default) { b_.set_precision(precision); }
   // Lowers `call` after the calls added before it. Throws
   // lowering::LoweringError for arguments its lowering refuses.
   void add(const OpCall& call);

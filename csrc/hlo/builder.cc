@@ -375,8 +375,14 @@ Value Builder::dot_general(Value a, Value b, const Dims& lb, const Dims& rb, con
   parts.push_back("lhs_contracting_dimensions = " + dims_str(lc));
   parts.push_back("rhs_contracting_dimensions = " + dims_str(rc));
   for (size_t i = 0; i < parts.size(); ++i) nums += (i ? ", " : "") + parts[i];
-  nums += ">";
+  nums += ">" + precision_attr(a.dtype());
   return op("stablehlo.dot_general", {a, b}, TensorType{result, dims}, nums);
+}
+
+std::string Builder::precision_attr(DType operand) const {
+  if (precision_ == Precision::Default || operand != DType::F32) return "";
+  const char* p = precision_ == Precision::Highest ? "HIGHEST" : "HIGH";
+  return std::string(", precision_config = [#stablehlo<precision ") + p + ">, #stablehlo<precision " + p + ">]";
 }
 
 Value Builder::gather(Value x, Value index, const Dims& offset_dims, const Dims& collapsed_slice_dims,

@@ -20,6 +20,12 @@ namespace torch_pjrt::hlo {
 
 using Dims = std::vector<int64_t>;
 
+// The precision_config of float32 matmuls and convolutions: what
+// torch.set_float32_matmul_precision asks for. Highest is exact float32;
+// High and Default let a platform use faster passes (TPUs: three bf16
+// passes, one). The CPU plugin computes exact float32 for all three.
+enum class Precision : uint8_t { Default, High, Highest };
+
 struct TensorType {
   DType dtype = DType::F32;
   Dims dims;
@@ -135,6 +141,11 @@ class Builder {
 
   Value dot_general(Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch, const Dims& lhs_contract,
                     const Dims& rhs_contract, DType result);
+  // The precision of float32 dot_general and convolution ops built from now
+  // on (Default: no precision_config attribute).
+  void set_precision(Precision p) { precision_ = p; }
+  // ", precision_config = [...]" for an op on `operand`s of this dtype, or "".
+  std::string precision_attr(DType operand) const;
 
   // Gather rows along `dim` of x by integer `index` (any rank): result dims are
   // x.dims[:dim] + index.dims + x.dims[dim+1:]. Index values must be in range.
@@ -150,6 +161,7 @@ class Builder {
   std::pair<Value, Value> rng_bit_generator(Value state, const TensorType& out);
 
  private:
+  Precision precision_ = Precision::Default;
   int next_id() { return next_id_++; }
   std::string& out() { return *blocks_.back(); }
   void emit_region(const std::vector<TensorType>& arg_types, const RegionFn& body);

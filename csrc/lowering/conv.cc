@@ -71,7 +71,8 @@ Value conv_general(Context& cx, Value lhs, Value rhs, const Layout& l, const Lay
                       " : i64, dimension_numbers = #stablehlo.conv<" + layout_text(l) + "x" + layout_text(r) + "->" +
                       layout_text(o) + ">, feature_group_count = " + std::to_string(w.feature_groups) +
                       " : i64, lhs_dilation = " + i64_array(w.lhs_dilation) + ", padding = " + pad +
-                      ", rhs_dilation = " + i64_array(w.rhs_dilation) + ", window_strides = " + i64_array(w.stride);
+                      ", rhs_dilation = " + i64_array(w.rhs_dilation) + ", window_strides = " + i64_array(w.stride) +
+                      b.precision_attr(lhs.dtype());
   Value y = b.op("stablehlo.convolution", {lhs, rhs}, TensorType{lhs.dtype(), out}, attrs);
   // Crop where a negative pad was replaced by zero.
   Dims start(out.size(), 0), limit = want, step(out.size(), 1);

@@ -27,6 +27,10 @@ void view_into(const at::Tensor& t, engine::ViewSpec& v);
 inline engine::CallArg::TensorRef ref_of(const at::Tensor& t) { return {slot_of(t), view_of(t)}; }
 
 c10::Allocator* tpu_allocator();
+// Passes torch.get_float32_matmul_precision() to the engine when it changed
+// (called before each op runs): "highest" is exact float32, "high" and
+// "medium" let the platform use bf16 passes (hlo::Precision).
+void follow_matmul_precision();
 // Gives `storage` a new buffer of `nbytes` that keeps the first
 // min(old, new) bytes (the rest is zero), as untyped_storage().resize_()
 // and Tensor.resize_ need. `dtype`: what the kept bytes are (U8 when unknown).

@@ -266,6 +266,16 @@ PinnedAllocator g_pinned_allocator;
 
 c10::Allocator* tpu_allocator() { return &g_allocator; }
 
+void follow_matmul_precision() {
+  static std::atomic<int> last{static_cast<int>(at::Float32MatmulPrecision::HIGHEST)};
+  const auto p = at::globalContext().float32MatmulPrecision();
+  if (static_cast<int>(p) == last.load(std::memory_order_relaxed)) return;
+  last.store(static_cast<int>(p), std::memory_order_relaxed);
+  Engine::get().set_matmul_precision(p == at::Float32MatmulPrecision::HIGHEST ? hlo::Precision::Highest
+                                     : p == at::Float32MatmulPrecision::HIGH  ? hlo::Precision::High
+                                                                              : hlo::Precision::Default);
+}
+
 at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device, runtime::BufferPtr buffer) {
   c10::DeviceIndex saved = t_device;
   t_device = device;

@@ -221,8 +221,8 @@ class LoweredKernel final : public c10::OperatorKernel {
       // it; cat, and generated out= wrappers (no CPU kernel of their own),
       // size it first.
       out_generated_ = variant_ == Variant::Out && !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
-      out_checked_first_ = variant_ == Variant::Out && !traits_.out_same_dtype && !traits_.out_sized_first &&
-                           !out_generated_;
+      out_checked_first_ =
+          variant_ == Variant::Out && !traits_.out_same_dtype && !traits_.out_sized_first && !out_generated_;
     });
     const size_t nargs = types_.size() + num_out_;
     auto args = torch::jit::last(*stack, nargs);
@@ -411,6 +411,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     call.fusable = variant_ != Variant::Out && !returns_bool_ && traits_.narrowed.empty() && !check_errors_;
     engine::CallResult r;
     try {
+      follow_matmul_precision();
       r = Engine::get().run(call);
     } catch (const lowering::NotLowered&) {  // inputs with no native algorithm
       cpu_fallback(op, stack);
