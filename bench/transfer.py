@@ -1,8 +1,8 @@
 """Host<->device copy bandwidth and overlap on tpu, against a plain host memcpy in the same run.
 
-For each repeat (interleaved): a host memcpy (libc's, through ``ctypes.memmove``, between two warm CPU tensors), a non-blocking
-host->device copy from pinned memory, a non-blocking device->host copy into pinned memory, and blocking copies
-from and to pageable memory. A copy's time runs from its call to ``torch.tpu.synchronize()``; its return time is
+For each repeat (interleaved): a host memcpy (libc's, through ``ctypes.memmove``, between two warm CPU
+tensors), a non-blocking host->device copy from pinned memory, a non-blocking device->host copy into pinned
+memory, and blocking copies from and to pageable memory. A copy's time runs from its call to ``torch.tpu.synchronize()``; its return time is
 the call alone. Overlap: a device computation alone, a copy alone, and both issued together; overlap is the part
 of the shorter one hidden by running them together (1.0: fully hidden).
 
