@@ -2,9 +2,10 @@
 
 For each repeat (interleaved): a host memcpy (libc's, through ``ctypes.memmove``, between two warm CPU
 tensors), a non-blocking host->device copy from pinned memory, a non-blocking device->host copy into pinned
-memory, and blocking copies from and to pageable memory. A copy's time runs from its call to ``torch.tpu.synchronize()``; its return time is
-the call alone. Overlap: a device computation alone, a copy alone, and both issued together; overlap is the part
-of the shorter one hidden by running them together (1.0: fully hidden).
+memory, and blocking copies from and to pageable memory. A copy's time runs from its call to
+``torch.tpu.synchronize()``; its return time is the call alone. Overlap: a device computation alone, a copy
+alone, and both issued together; overlap is the part of the shorter one hidden by running them together
+(1.0: fully hidden).
 
 Ends with the line ``transfer h2d_vs_memcpy=X d2h_vs_memcpy=Y return_ms=Z overlap=W`` (medians; return_ms is the
 slower direction's).
