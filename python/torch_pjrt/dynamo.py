@@ -41,10 +41,15 @@ def _unlowered(gm: torch.fx.GraphModule) -> list[str]:
     return sorted(missing)
 
 
-def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable | None) -> Callable:
+def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable | None, fullgraph: bool) -> Callable:
     from . import get_eager_mode, set_eager_mode, stablehlo
 
     missing = _unlowered(gm)
+    if missing and fullgraph:
+        raise RuntimeError(
+            f"torch.compile(backend='tpu', fullgraph=True): {', '.join(missing)} has no lowering, so the {kind} graph "
+            "cannot run as one program; drop fullgraph=True to run it on the CPU between programs"
+        )
     for op in missing:
         if op not in _warned:
             _warned.add(op)
@@ -86,8 +91,10 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     if unknown:
         raise ValueError(f"torch.compile(backend='tpu'): unknown options {sorted(unknown)}")
 
+    fullgraph = _fullgraph()
+
     def compiler(kind):
-        return lambda g, _inputs: _graph_runner(g, kind, debug_callback)
+        return lambda g, _inputs: _graph_runner(g, kind, debug_callback, fullgraph)
 
     return aot_autograd(
         fw_compiler=compiler("forward"),
@@ -96,6 +103,17 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         decompositions=_decompositions(),
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
+
+
+def _fullgraph() -> bool:
+    """Whether the graph being compiled was asked for with ``fullgraph=True`` (Dynamo's translator knows)."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+    except Exception:  # called outside Dynamo (a backend test, torch.export): no graph breaks are possible anyway
+        return False
+    return bool(getattr(tx, "one_graph", False))
 
 
 @functools.cache
