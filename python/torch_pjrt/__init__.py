@@ -39,6 +39,10 @@ torch._register_device_module("tpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
 torch.set_autocast_dtype("tpu", torch.bfloat16)  # TPUs compute in bfloat16, as TorchTPU's autocast does
 
+from . import dynamo as _dynamo  # noqa: E402
+
+_dynamo.use_for_default_backend()  # torch.compile(model) of a tpu model picks the tpu backend
+
 __all__ = [
     "ZeroDivisionError",
     "eager_mode",

@@ -13,7 +13,9 @@ its nodes in Python on every call (the region is found by its key, with no lower
 still dispatched).
 
 The backend is registered under the name ``tpu`` through the ``torch_dynamo_backends`` entry point, so
-``torch.compile(m, backend="tpu")`` works after a plain ``import torch``.
+``torch.compile(m, backend="tpu")`` works after a plain ``import torch``. ``torch.compile(m)`` with no backend (that
+is, Inductor's) uses this one for a graph whose inputs are on tpu, and leaves every other graph to Inductor
+(``use_for_default_backend``).
 """
 
 from __future__ import annotations
@@ -121,3 +123,24 @@ def _decompositions() -> dict:
     from torch._decomp import core_aten_decompositions
 
     return core_aten_decompositions()
+
+
+def use_for_default_backend() -> None:
+    """Makes ``torch.compile``'s default backend hand graphs with tpu inputs to ``tpu_backend``.
+
+    Inductor has no tpu code generator, so without this ``torch.compile(model)`` of a tpu model fails. The default
+    backend is ``torch._TorchCompileInductorWrapper``; its call is wrapped once, and a graph with no tpu input goes to
+    Inductor exactly as before.
+    """
+    wrapper = torch._TorchCompileInductorWrapper
+    if getattr(wrapper.__call__, "_tpu_default", False):
+        return
+    inductor_call = wrapper.__call__
+
+    def __call__(self, model_, inputs_, **kwargs):
+        if any(isinstance(t, torch.Tensor) and t.device.type == "tpu" for t in inputs_):
+            return tpu_backend(model_, inputs_)
+        return inductor_call(self, model_, inputs_, **kwargs)
+
+    __call__._tpu_default = True
+    wrapper.__call__ = __call__

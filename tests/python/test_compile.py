@@ -175,6 +175,22 @@ def test_fullgraph_with_an_op_without_lowering_is_a_clear_error():
     torch.tpu.synchronize()
 
 
+def test_default_backend_picks_tpu_for_tpu_inputs_only():
+    def f(x):
+        return (x * 3).relu().sum(0)
+
+    x = torch.randn(5, 4)
+    torch_pjrt.reset_metrics()
+    out = torch.compile(f)(x.to("tpu"))  # no backend named: Inductor's default, which hands tpu graphs to tpu
+    torch.testing.assert_close(out.cpu(), f(x))
+    assert torch_pjrt.metrics()["regions"] == 1
+    torch._dynamo.reset()
+    torch_pjrt.reset_metrics()
+    out_cpu = torch.compile(f)(x)  # CPU inputs: Inductor, untouched
+    torch.testing.assert_close(out_cpu, f(x))
+    assert torch_pjrt.metrics()["regions"] == 0
+
+
 def test_a_new_shape_recompiles_visibly():
     compiled = torch.compile(lambda x: (x * 2).sum(0), backend="tpu", dynamic=False)
     compiled(torch.ones(4, 3, device="tpu"))
