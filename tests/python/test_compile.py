@@ -191,6 +191,53 @@ def test_default_backend_picks_tpu_for_tpu_inputs_only():
     assert torch_pjrt.metrics()["regions"] == 0
 
 
+@torch.library.custom_op("torch_pjrt_test::scaled_gelu", mutates_args=())
+def scaled_gelu(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.nn.functional.gelu(x) * scale
+
+
+@scaled_gelu.register_fake
+def _(x, scale):
+    return torch.empty_like(x)
+
+
+@scaled_gelu.register_kernel("tpu")
+def _(x, scale):
+    # The tpu lowering of the custom op: eager tpu ops, which join the graph's program.
+    return torch.nn.functional.gelu(x) * scale
+
+
+def test_custom_op_with_a_tpu_kernel_runs_inside_the_compiled_program():
+    def f(x):
+        return scaled_gelu(x @ x.t(), 0.5).sum(1) + 1
+
+    x = torch.randn(6, 5)
+    torch_pjrt.reset_metrics()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "has no lowering" warning: the op has a tpu kernel
+        out = torch.compile(f, backend="tpu", fullgraph=True)(x.to("tpu"))
+    torch.testing.assert_close(out.cpu(), f(x))
+    m = torch_pjrt.metrics()
+    assert m["regions"] == 1 and m["fallback_ops"] == {}  # one program, the custom op's ops included
+
+
+def test_a_short_last_batch_compiles_one_more_program_per_graph_once():
+    model = mlp().to("tpu")
+    step = torch.compile(lambda x: model(x).square().mean(), backend="tpu", dynamic=False)
+    batches = [torch.randn(8, 16) for _ in range(3)] + [torch.randn(5, 16)]
+    compiles = []
+    for _epoch in range(2):
+        for x in batches:
+            torch_pjrt.reset_metrics()
+            step(x.to("tpu")).backward()
+            torch_pjrt.synchronize()
+            compiles.append(torch_pjrt.metrics()["compiles"])
+    # Epoch 1: the full batch compiles its forward and backward programs (and step 2 the eager gradient
+    # accumulation); the short batch compiles a second forward and backward once.
+    assert compiles[2] == 0 and 0 < compiles[3] <= 2, compiles
+    assert compiles[4:] == [0, 0, 0, 0], compiles  # epoch 2 compiles nothing
+
+
 def test_a_new_shape_recompiles_visibly():
     compiled = torch.compile(lambda x: (x * 2).sum(0), backend="tpu", dynamic=False)
     compiled(torch.ones(4, 3, device="tpu"))
