@@ -8,13 +8,13 @@ trained with AdamW. Modes:
 - ``strict``, ``fused``: tpu eager modes;
 - ``compiled``: ``model.compile(backend="tpu")`` on tpu (forward and backward are one program each; the optimizer
   step runs eagerly in strict mode);
-- ``jax``: the same model under ``jax.jit``, when jax is installed (it is not part of this project's dependencies;
-  shown as "-" otherwise).
+- ``jax``: the same model and AdamW step as one ``jax.jit`` program (bench/jax_gpt.py), when jax is installed (it is
+  not part of this project's dependencies; shown as "-" otherwise).
 
 For each (workload, mode): the first step's seconds (compiles included), then untimed warm-up steps, then --repeats
 rounds that time one block of --steps steps per mode, interleaved so machine noise hits the modes alike. A cell is
 the median steps/s over the blocks with [min-max]. Ends with the ratios compiled/strict, compiled/fused, compiled/cpu,
-compiled/inductor per workload.
+compiled/inductor and compiled/jax per workload.
 
     python bench/compile.py --repeats 5 --steps 3
 """
@@ -40,13 +40,17 @@ MODES = ["cpu", "inductor", "strict", "fused", "compiled", "jax"]
 
 
 def make_step(workload: str, mode: str):
+    if mode == "jax":
+        import jax_gpt
+
+        return jax_gpt.gpt_trainer(*eager_modes.GPTS[workload], vocab=eager_modes.GPT_VOCAB)
     device = "cpu" if mode in ("cpu", "inductor") else "tpu"
     backend = {"inductor": "inductor", "compiled": "tpu"}.get(mode)
     return eager_modes.gpt_trainer(device, *eager_modes.GPTS[workload], compile_backend=backend)
 
 
 def eager_mode_of(mode: str):
-    if mode in ("cpu", "inductor"):
+    if mode in ("cpu", "inductor", "jax"):
         return contextlib.nullcontext()
     return torch_pjrt.eager_mode("strict" if mode == "compiled" else mode)
 
@@ -56,8 +60,11 @@ def block(step, steps: int, mode: str) -> float:
         t0 = time.perf_counter()
         for _ in range(steps):
             loss = step()
-        loss.item()
-        if mode not in ("cpu", "inductor"):
+        if mode == "jax":
+            loss.block_until_ready()
+        else:
+            loss.item()
+        if mode not in ("cpu", "inductor", "jax"):
             torch_pjrt.synchronize()
         return time.perf_counter() - t0
 
@@ -73,9 +80,6 @@ def main() -> None:
     modes = list(args.modes)
     if "jax" in modes and importlib.util.find_spec("jax") is None:
         print("jax is not installed: its column shows '-'")
-        modes.remove("jax")
-    elif "jax" in modes:
-        print("jax is installed, but the JAX version of the GPT is not written yet: its column shows '-'")
         modes.remove("jax")
 
     results = {}
@@ -111,7 +115,9 @@ def main() -> None:
         if "compiled" not in med:
             continue
         ratios = [
-            f"compiled/{m}={med['compiled'] / med[m]:.2f}" for m in ("strict", "fused", "cpu", "inductor") if m in med
+            f"compiled/{m}={med['compiled'] / med[m]:.2f}"
+            for m in ("strict", "fused", "cpu", "inductor", "jax")
+            if m in med
         ]
         print(f"compile {workload} " + " ".join(ratios))
 
