@@ -509,8 +509,8 @@ const char* flush_reason_name(FlushReason r) {
 }
 
 CallResult Engine::plan(const OpCall& call) {
-  ProgramKey key;
-  SlotNumbering numbering;
+  thread_local ProgramKey key;  // reused: one call's key per op, with no allocation once warm
+  thread_local SlotNumbering numbering;
   const OpCall* calls[] = {&call};
   make_key(key_identity(), calls, 1, key, numbering);
   std::shared_ptr<const Signature> sig;
@@ -566,7 +566,7 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
   });
   if (other_dtype) flush(FlushReason::DtypeView);
   region_.device = call.device;
-  region_.add(joined, std::move(location));
+  region_.add(std::move(joined), std::move(location));
   for (Slot* f : fresh) region_.fresh_bytes += f->nbytes;
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
 

@@ -13,7 +13,7 @@ int Region::index_of(Slot* slot) {
   return i;
 }
 
-void Region::add(const OpCall& call, std::string location) {
+void Region::add(OpCall call, std::string location) {
   const size_t old_words = words_.size(), old_slots = slots.size();
   try {
     append_call_words(words_, call, *this);
@@ -30,8 +30,8 @@ void Region::add(const OpCall& call, std::string location) {
     if (static_cast<size_t>(i) >= old_slots) slot_dtypes[i] = r.view.dtype;
   });
   hash_ = fnv_extend(hash_, words_.data() + old_words, words_.size() - old_words);
-  calls.push_back(call);
-  calls.back().defer_checks = false;
+  call.defer_checks = false;
+  calls.push_back(std::move(call));
   locations.push_back(std::move(location));
 }
 

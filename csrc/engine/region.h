@@ -45,7 +45,7 @@ class Region {
   // Python line for a call with runtime checks ("" otherwise). Throws
   // lowering::LoweringError (and leaves the region as it was) for a view
   // outside its storage.
-  void add(const OpCall& call, std::string location);
+  void add(OpCall call, std::string location);
   // The dtype the region reads and writes `slot` as, or nullptr when the
   // region does not reference it.
   const DType* dtype_of(const Slot* slot) const;
