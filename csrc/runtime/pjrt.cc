@@ -463,8 +463,8 @@ int64_t Client::device_bytes_in_use(int device) const {
   return a.bytes_in_use;
 }
 
-BufferPtr Client::from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device,
-                            bool counted) const {
+Client::Upload Client::upload(const void* data, ElementType type, const std::vector<int64_t>& dims, int device,
+                              int semantics, bool counted) const {
   const PJRT_Api* api = plugin_->api();
   auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
   a.client = client_;
@@ -472,51 +472,31 @@ BufferPtr Client::from_host(const void* data, ElementType type, const std::vecto
   a.type = static_cast<PJRT_Buffer_Type>(type);
   a.dims = dims.data();
   a.num_dims = dims.size();
-  a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  a.host_buffer_semantics = static_cast<PJRT_HostBufferSemantics>(semantics);
   a.device = devices_.at(device);
   check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
   int64_t bytes = counted ? element_bytes(type) : 0;
   for (int64_t d : dims) bytes *= d;
-  auto buffer = std::make_shared<Buffer>(plugin_, a.buffer, device, bytes);
-  if (a.done_with_host_buffer) Event(plugin_, a.done_with_host_buffer).wait();
-  return buffer;
+  return {std::make_shared<Buffer>(plugin_, a.buffer, device, bytes), Event(plugin_, a.done_with_host_buffer)};
+}
+
+BufferPtr Client::from_host(const void* data, ElementType type, const std::vector<int64_t>& dims, int device,
+                            bool counted) const {
+  Upload up = upload(data, type, dims, device, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall, counted);
+  up.read.wait();
+  return std::move(up.buffer);
 }
 
 Client::Upload Client::from_host_async(const void* data, ElementType type, const std::vector<int64_t>& dims,
                                        int device) const {
-  const PJRT_Api* api = plugin_->api();
-  auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
-  a.client = client_;
-  a.data = data;
-  a.type = static_cast<PJRT_Buffer_Type>(type);
-  a.dims = dims.data();
-  a.num_dims = dims.size();
-  a.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
-  a.device = devices_.at(device);
-  check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
-  int64_t bytes = element_bytes(type);
-  for (int64_t d : dims) bytes *= d;
-  return {std::make_shared<Buffer>(plugin_, a.buffer, device, bytes), Event(plugin_, a.done_with_host_buffer)};
+  return upload(data, type, dims, device, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, true);
 }
 
 BufferPtr Client::lend_host(void* data, ElementType type, const std::vector<int64_t>& dims, int device,
                             std::function<void()> released) const {
-  const PJRT_Api* api = plugin_->api();
-  auto a = args_of<PJRT_Client_BufferFromHostBuffer_Args>();
-  a.client = client_;
-  a.data = data;
-  a.type = static_cast<PJRT_Buffer_Type>(type);
-  a.dims = dims.data();
-  a.num_dims = dims.size();
-  a.host_buffer_semantics = PJRT_HostBufferSemantics_kMutableZeroCopy;
-  a.device = devices_.at(device);
-  check(api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
-  int64_t bytes = element_bytes(type);
-  for (int64_t d : dims) bytes *= d;
-  auto buffer = std::make_shared<Buffer>(plugin_, a.buffer, device, bytes);
-  Event::when_ready(Event(plugin_, a.done_with_host_buffer),
-                    [released = std::move(released)](const std::string&) { released(); });
-  return buffer;
+  Upload up = upload(data, type, dims, device, PJRT_HostBufferSemantics_kMutableZeroCopy, true);
+  Event::when_ready(std::move(up.read), [released = std::move(released)](const std::string&) { released(); });
+  return std::move(up.buffer);
 }
 
 std::string Client::options_for(int device) const {

@@ -274,6 +274,10 @@ class Client {
   std::unique_ptr<Executable> deserialize(const std::string& bytes, int device) const;
 
  private:
+  // PJRT_Client_BufferFromHostBuffer with PJRT_HostBufferSemantics
+  // `semantics`: the buffer and its done-with-host event.
+  Upload upload(const void* data, ElementType type, const std::vector<int64_t>& dims, int device, int semantics,
+                bool counted) const;
   // Takes ownership of a loaded executable for `device`.
   std::unique_ptr<Executable> wrap(PJRT_LoadedExecutable* loaded, int device) const;
   // The serialised compile options for one replica on `device`.
