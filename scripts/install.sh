@@ -16,6 +16,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # torch is pinned: an unpinned torch would pull a multi-GB CUDA build.
-python3 -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 ninja pybind11 numpy pytest expecttest ruff \
+python3 -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 ninja pybind11 numpy pytest pytest-xdist expecttest ruff \
   transformers==4.57.1 accelerate==1.10.1
 MAX_JOBS="${MAX_JOBS:-2}" python3 -m pip install -q --no-build-isolation -e .

@@ -29,16 +29,22 @@ gtest() {
     (cd "$build_dir" && ctest --output-on-failure)
 }
 
+# pytest runs in TORCH_PJRT_TEST_WORKERS processes (pytest-xdist; 2 by
+# default, 0 for one process): the suite is bound by compiles, which are
+# single-threaded.
+workers=(-n "${TORCH_PJRT_TEST_WORKERS:-2}")
+python3 -c "import xdist" 2>/dev/null || workers=()
+
 separate=(tests/python/test_op_coverage.py tests/python/test_bad_input_sweep.py)
 deselect=()
 for f in "${separate[@]}"; do deselect+=(--deselect "$f"); done
 
 part googletest gtest
 part ruff python3 -m ruff check python tests bench examples tools
-part pytest python3 -m pytest -q tests/python "${deselect[@]}" "$@"
-part opinfo-regression python3 -m pytest -q tests/python/test_op_coverage.py "$@"
+part pytest python3 -m pytest -q "${workers[@]}" tests/python "${deselect[@]}" "$@"
+part opinfo-regression python3 -m pytest -q "${workers[@]}" tests/python/test_op_coverage.py "$@"
 if [ -f tests/python/test_bad_input_sweep.py ]; then
-  part bad-input-shard python3 -m pytest -q tests/python/test_bad_input_sweep.py "$@"
+  part bad-input-shard python3 -m pytest -q "${workers[@]}" tests/python/test_bad_input_sweep.py "$@"
 fi
 
 echo "==== summary"

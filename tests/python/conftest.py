@@ -44,12 +44,30 @@ def _mode_and_seed(eager_mode_name):
     torch_pjrt.set_eager_mode("strict")
 
 
+def _ops_ran():
+    return set(torch_pjrt.metrics().get("op_calls", {})) | _ran_before_reset
+
+
+_ran_on_workers: set = set()
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker hands the ops it ran to the controller, which prints the summary."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["torch_pjrt_ops_ran"] = sorted(_ops_ran())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _ran_on_workers.update(getattr(node, "workeroutput", {}).get("torch_pjrt_ops_ran", ()))
+
+
 def pytest_terminal_summary(terminalreporter):
     """Lists lowerings that no test ran (the acceptance asks for a test of every lowering)."""
     import torch_pjrt._C as C
 
     lowered = set(C._lowered_ops())
-    ran = set(torch_pjrt.metrics().get("op_calls", {})) | _ran_before_reset
+    ran = _ops_ran() | _ran_on_workers
     missing = sorted(lowered - ran)
     terminalreporter.write_line(
         f"torch_pjrt: {len(lowered) - len(missing)}/{len(lowered)} lowerings ran in this session"
