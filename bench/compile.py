@@ -6,8 +6,10 @@ trained with AdamW. Modes:
 - ``cpu``: native CPU eager;
 - ``inductor``: ``model.compile()`` with Inductor on the CPU;
 - ``strict``, ``fused``: tpu eager modes;
-- ``compiled``: ``model.compile(backend="tpu")`` on tpu (forward and backward are one program each; the optimizer
-  step runs eagerly in strict mode);
+- ``compiled``: ``model.compile(backend="tpu")`` and ``torch.compile(opt.step, backend="tpu")`` (a capturable AdamW)
+  on tpu: forward, backward and the optimizer step are one program each, and from the second step on each runs its
+  captured program without dispatching the graph's nodes (the replay path of torch_pjrt/dynamo.py); the inductor
+  column compiles the same two;
 - ``jax``: the same model and AdamW step as one ``jax.jit`` program (bench/jax_gpt.py), when jax is installed (it is
   not part of this project's dependencies; shown as "-" otherwise).
 

@@ -59,14 +59,18 @@ def gpt_trainer(
 ):
     """step(): one training step of examples/train_gpt.py's GPT at this size, returning the loss tensor.
 
-    compile_backend: compile the model in place with torch.compile(backend=...) (bench/compile.py).
+    compile_backend: compile the model in place and the optimizer step with torch.compile(backend=...)
+    (bench/compile.py). AdamW is then capturable, so that its step count lives on the device and the step is
+    one graph of device tensors.
     """
     train_gpt = importlib.import_module("train_gpt")
     torch.manual_seed(seed)
     model = train_gpt.GPT(vocab=GPT_VOCAB, dim=dim, layers=layers, block=block).to(device)
     if compile_backend:
         model.compile(backend=compile_backend)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, capturable=bool(compile_backend))
+    if compile_backend:
+        opt.step = torch.compile(opt.step, backend=compile_backend)
     gen = torch.Generator().manual_seed(seed)
 
     def step() -> torch.Tensor:

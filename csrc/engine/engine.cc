@@ -382,29 +382,38 @@ int64_t Engine::execute(const CachedProgram& program, const OpCall* const* calls
   for (size_t c = 0; c < n; ++c) for_each_ref(*calls[c], [&](const TensorRef& r, bool) { s.refs.push_back(&r); });
   const int device = calls[0]->device;
   s.keep.resize(sig.params.size());
-  s.raw.resize(sig.params.size());
   for (size_t i = 0; i < sig.params.size(); ++i) {
     const auto& p = sig.params[i];
-    switch (p.kind) {
-      case Signature::Param::Slot:
-        s.keep[i] = ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index]);
-        break;
-      case Signature::Param::Scalar: {
-        const CallArg& a = calls[p.call]->args[p.index];
-        s.keep[i] = scalar_buffer(a.scalar_bytes, a.scalar_dtype, device);
-        break;
-      }
-      case Signature::Param::Rng:
-        s.keep[i] = client_->from_host(calls[p.call]->args[p.index].rng, runtime::ElementType::U64, {2}, device, false);
-        break;
-      case Signature::Param::Offset: {
-        int64_t offset = s.refs[p.index]->view.offset;
-        s.keep[i] = scalar_buffer(reinterpret_cast<const uint8_t*>(&offset), DType::I64, device);
-        break;
-      }
-    }
-    s.raw[i] = s.keep[i]->get();
+    s.keep[i] = p.kind == Signature::Param::Slot ? ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index])
+                                                 : constant_param(p, calls, s.refs, device);
   }
+  return launch(program, slots, s, name, calls[n - 1]->op->name.c_str());
+}
+
+runtime::BufferPtr Engine::constant_param(const Signature::ParamSource& p, const OpCall* const* calls,
+                                          const std::vector<const TensorRef*>& refs, int device) {
+  switch (p.kind) {
+    case Signature::Param::Scalar: {
+      const CallArg& a = calls[p.call]->args[p.index];
+      return scalar_buffer(a.scalar_bytes, a.scalar_dtype, device);
+    }
+    case Signature::Param::Rng:
+      return client_->from_host(calls[p.call]->args[p.index].rng, runtime::ElementType::U64, {2}, device, false);
+    case Signature::Param::Offset: {
+      int64_t offset = refs[p.index]->view.offset;
+      return scalar_buffer(reinterpret_cast<const uint8_t*>(&offset), DType::I64, device);
+    }
+    case Signature::Param::Slot:
+      break;
+  }
+  return nullptr;
+}
+
+int64_t Engine::launch(const CachedProgram& program, const std::vector<Slot*>& slots, Binding& s,
+                       const std::string& name, const char* last_op) {
+  const Signature& sig = program.signature;
+  s.raw.resize(s.keep.size());
+  for (size_t i = 0; i < s.keep.size(); ++i) s.raw[i] = s.keep[i]->get();
 
   // Donate the old buffer of each storage the program overwrites when only
   // its slot and we hold it; the others stay (PJRT copies instead). Taken
@@ -438,7 +447,7 @@ int64_t Engine::execute(const CachedProgram& program, const OpCall* const* calls
         tracked = i;
         break;
       }
-    executor_.enqueued(s.outs[tracked], calls[n - 1]->op->name.c_str());
+    executor_.enqueued(s.outs[tracked], last_op);
   }
   return static_cast<int64_t>(s.donated.size());
 }
@@ -504,7 +513,7 @@ CallResult Engine::run_strict(const OpCall& call) {
 
 const char* flush_reason_name(FlushReason r) {
   static const char* names[kNumFlushReasons] = {"sync",   "read",       "upload",    "unfusable", "mode",
-                                                "device", "dtype_view", "cap_calls", "cap_bytes", "period"};
+                                                "device", "dtype_view", "cap_calls", "cap_bytes", "period", "graph"};
   return names[static_cast<int>(r)];
 }
 
@@ -558,6 +567,7 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
   while (j < fresh.size()) joined.targets.push_back(fresh_ref(j++));
 
   std::lock_guard<std::recursive_mutex> g(region_mu_);
+  if (capturing_ && std::this_thread::get_id() != capture_thread_) capture_ok_ = false;
   if (!region_.empty() && region_.device != call.device) flush(FlushReason::Device);
   bool other_dtype = false;
   for_each_ref(joined, [&](const TensorRef& r, bool) {
@@ -570,6 +580,7 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
   for (Slot* f : fresh) region_.fresh_bytes += f->nbytes;
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
 
+  if (capturing_ && capture_ok_) return;  // a captured graph is one region: no cuts
   if (period_.length() >= (int64_t{1} << 16)) period_.reset();
   const int64_t p = period_.push(planned.structure);
   if (p > 0) {
@@ -585,6 +596,7 @@ void Engine::flush(FlushReason why) {
   if (flushing_) return;
   if (why == FlushReason::Sync || why == FlushReason::Read) period_.reset();
   if (region_.empty()) return;
+  if (capturing_ && !recording_) capture_ok_ = false;
   flushing_ = true;
   struct End {
     Engine& e;
@@ -618,23 +630,97 @@ void Engine::run_region() {
   Binding s;
   execute(*program, calls.data(), calls.size(), r.slots, s, name);
   const Signature& sig = program->signature;
-  std::vector<int32_t> writer(r.slots.size(), 0);
-  for (size_t c = 0; c < r.calls.size(); ++c)
-    for (const auto& t : r.calls[c].targets)
-      if (t.slot) writer[t.slot->region_index()] = static_cast<int32_t>(c);
+  std::vector<const char*> writers(r.slots.size(), nullptr);
+  for (const OpCall& c : r.calls)
+    for (const auto& t : c.targets)
+      if (t.slot) writers[t.slot->region_index()] = c.op->name.c_str();
+  std::vector<std::string> messages;
+  for (const auto& c : sig.checks) {
+    const std::string& at = r.locations[c.call];
+    messages.push_back(c.message + (at.empty() ? "" : " (at " + at + ")"));
+  }
+  store_region_outputs(sig, r.slots, s, writers, messages);
+  if (recording_ && capture_ok_) {
+    auto cap = std::make_shared<RegionCapture>();
+    cap->program = program;
+    cap->device = r.device;
+    cap->precision = precision_.load();
+    cap->name = "a compiled graph ending in " + r.calls.back().op->name;
+    for (Slot* slot : r.slots) {
+      cap->slot_ids.push_back(reinterpret_cast<uintptr_t>(slot));
+      cap->slot_nbytes.push_back(slot->nbytes);
+    }
+    cap->dead = r.dead;
+    cap->writers = std::move(writers);
+    cap->check_messages = std::move(messages);
+    std::vector<const TensorRef*> refs;
+    for (const OpCall* c : calls) for_each_ref(*c, [&](const TensorRef& t, bool) { refs.push_back(&t); });
+    bool constant = true;
+    for (const auto& p : sig.params) {
+      if (p.kind == Signature::Param::Rng ||
+          (p.kind == Signature::Param::Scalar && calls[p.call]->args[p.index].host_tensor))
+        constant = false;
+      cap->constants.push_back(p.kind == Signature::Param::Slot || !constant ? nullptr
+                                                                            : constant_param(p, calls.data(), refs, r.device));
+    }
+    if (constant) captured_ = std::move(cap);
+  }
+}
+
+void Engine::store_region_outputs(const Signature& sig, const std::vector<Slot*>& slots, Binding& s,
+                                  const std::vector<const char*>& writers,
+                                  const std::vector<std::string>& check_messages) {
   std::vector<PendingCheck> checks;
   for (size_t i = 0; i < s.outs.size(); ++i) {
     const auto& sink = sig.outputs[i];
     if (sink.kind == Signature::Output::SlotWrite) {
-      r.slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], r.calls[writer[sink.index]].op->name.c_str()});
+      slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], writers[sink.index]});
     } else if (sink.kind == Signature::Output::Check) {
       const auto& c = sig.checks[sink.index];
-      const std::string& at = r.locations[c.call];
-      checks.push_back({s.outs[i], c.message + (at.empty() ? "" : " (at " + at + ")"), c.kind});
+      checks.push_back({s.outs[i], check_messages[sink.index], c.kind});
     }
   }
   s.release();
   executor_.add_checks(std::move(checks));
+}
+
+void Engine::begin_capture() {
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
+  flush(FlushReason::Graph);
+  capture_thread_ = std::this_thread::get_id();
+  capturing_ = true;
+  capture_ok_ = true;
+  captured_.reset();
+}
+
+std::shared_ptr<const RegionCapture> Engine::end_capture() {
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
+  recording_ = true;
+  struct End {
+    Engine& e;
+    ~End() { e.recording_ = e.capturing_ = false; }
+  } end{*this};
+  flush(FlushReason::Graph);
+  return capture_ok_ ? std::move(captured_) : nullptr;
+}
+
+void Engine::replay(const RegionCapture& c, const std::vector<Slot*>& slots) {
+  flush(FlushReason::Graph);  // its writes come before the graph's reads
+  Span span("execute", &c.name);
+  const Signature& sig = c.program->signature;
+  Binding s;
+  s.keep.resize(sig.params.size());
+  for (size_t i = 0; i < sig.params.size(); ++i) {
+    const auto& p = sig.params[i];
+    s.keep[i] = p.kind == Signature::Param::Slot ? ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index])
+                                                 : c.constants[i];
+  }
+  const char* last_op = "a compiled graph";  // op names live for the process; the capture may not
+  for (const char* w : c.writers)
+    if (w) last_op = w;
+  launch(*c.program, slots, s, c.name, last_op);
+  store_region_outputs(sig, slots, s, c.writers, c.check_messages);
+  metrics_.graph_replayed();
 }
 
 std::string Engine::region_text(const Slot& slot) {

@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -69,8 +70,9 @@ enum class FlushReason : uint8_t {
   CapCalls,   // kMaxRegionCalls calls
   CapBytes,   // kMaxRegionBytes of fresh results
   Period,     // a cut at the op stream's period
+  Graph,      // the end of a captured compiled graph (begin_capture)
 };
-constexpr int kNumFlushReasons = 10;
+constexpr int kNumFlushReasons = 11;
 const char* flush_reason_name(FlushReason r);
 
 // What a call produced: the buffers of results that go to fresh tensors, in
@@ -85,6 +87,28 @@ struct CallResult {
   bool deferred = false;
   bool has_checks = false;  // deferred: the call makes runtime checks
   uint64_t structure = 0;   // deferred: the call's key hash
+};
+
+// A compiled graph's program, captured the first time the graph ran as one
+// fused region (torch.compile's replay path, python/torch_pjrt/dynamo.py):
+// the program, the storages it reached in region order, and the buffers of
+// its runtime scalars and view offsets. Those are constants of the graph for
+// as long as its inputs keep their layout, which the caller guards. replay()
+// binds new storages in the same order and runs the program with no lowering,
+// no key and no per-op dispatch. Immutable once made; shared freely.
+struct RegionCapture {
+  std::shared_ptr<const CachedProgram> program;
+  int device = 0;
+  hlo::Precision precision = hlo::Precision::Highest;
+  std::string name;
+  // Per region slot: its identity at capture (compared, never dereferenced),
+  // its bytes and whether its tensor died inside the graph.
+  std::vector<uintptr_t> slot_ids;
+  std::vector<int64_t> slot_nbytes;
+  std::vector<uint8_t> dead;
+  std::vector<const char*> writers;            // per slot: the op that writes it (nullptr: none)
+  std::vector<runtime::BufferPtr> constants;   // per parameter: its buffer, or null for a slot
+  std::vector<std::string> check_messages;     // per runtime check, with the user's line
 };
 
 class Engine {
@@ -116,6 +140,19 @@ class Engine {
   void join(const OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned);
   // Runs the open region now (nothing when it is empty).
   void flush(FlushReason why);
+  // Capture of a compiled graph, by the thread that runs it in fused mode:
+  // begin_capture() runs the open region; until end_capture() the calls this
+  // thread joins form one region that is never cut (no caps, no period).
+  // end_capture() runs that region as one program and returns its capture,
+  // or nullptr when the graph did not run as exactly one region of this
+  // thread's calls with constant parameters (a flush inside it, a call from
+  // another thread, a random op, a host scalar tensor). Not nestable.
+  void begin_capture();
+  std::shared_ptr<const RegionCapture> end_capture();
+  // Runs a captured program on `slots` (one per capture slot, in order):
+  // reads their buffers, writes the slots the program writes, queues its
+  // runtime checks. Runs the open region first.
+  void replay(const RegionCapture& capture, const std::vector<Slot*>& slots);
   // The StableHLO module the open region would run, when it references
   // `slot`; "" otherwise.
   std::string region_text(const Slot& slot);
@@ -249,6 +286,17 @@ class Engine {
   struct Binding;
   int64_t execute(const CachedProgram& program, const OpCall* const* calls, size_t n, const std::vector<Slot*>& slots,
                   Binding& b, const std::string& name);
+  // The buffer of a parameter that is not a slot (scalar, RNG state, view
+  // offset) of `calls`, whose tensor references are `refs`.
+  runtime::BufferPtr constant_param(const Signature::ParamSource& p, const OpCall* const* calls,
+                                    const std::vector<const TensorRef*>& refs, int device);
+  // Donates, executes and tracks a program whose parameters are bound in
+  // b.keep; outputs into b.outs.
+  int64_t launch(const CachedProgram& program, const std::vector<Slot*>& slots, Binding& b, const std::string& name,
+                 const char* last_op);
+  // Stores a region program's outputs: writes into `slots`, checks queued.
+  void store_region_outputs(const Signature& sig, const std::vector<Slot*>& slots, Binding& b,
+                            const std::vector<const char*>& writers, const std::vector<std::string>& check_messages);
 
   std::unique_ptr<runtime::Client> client_;
   int64_t identity_;  // the first word of every key
@@ -291,6 +339,13 @@ class Engine {
   Region region_;
   StreamPeriod period_;
   bool flushing_ = false;
+  // Capture (begin_capture): the capturing thread, whether the region is
+  // still one region of its calls, whether the next flush records it.
+  std::thread::id capture_thread_;
+  bool capturing_ = false;
+  bool capture_ok_ = false;
+  bool recording_ = false;
+  std::shared_ptr<RegionCapture> captured_;
   std::string (*location_hook_)() = nullptr;
 };
 

@@ -45,6 +45,11 @@ void MetricsRecorder::replayed() {
   m_.region_replays++;
 }
 
+void MetricsRecorder::graph_replayed() {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.graph_replays++;
+}
+
 void MetricsRecorder::fallback(const std::string& op) {
   std::lock_guard<std::mutex> g(mu_);
   m_.fallback_ops[op]++;

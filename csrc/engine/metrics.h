@@ -35,6 +35,8 @@ struct Metrics {
   int64_t region_calls_max = 0;
   std::map<std::string, int64_t> flush_reasons;
   int64_t region_replays = 0;
+  // torch.compile: graph calls that ran their captured program directly.
+  int64_t graph_replays = 0;
 };
 
 class MetricsRecorder {
@@ -46,6 +48,7 @@ class MetricsRecorder {
   void synced();
   void flushed(const char* reason, int64_t calls);
   void replayed();
+  void graph_replayed();
   void fallback(const std::string& op);
   // Makes `op` appear in op_calls; `op` must live for the process.
   void register_op(OpDef* op);

@@ -43,8 +43,109 @@ def _unlowered(gm: torch.fx.GraphModule) -> list[str]:
     return sorted(missing)
 
 
+def _layout(args) -> tuple | None:
+    """What a captured program depends on: each input's storage (which inputs share one), dtype and view.
+
+    None when an input is not a tpu tensor (a Python number or a CPU tensor is a runtime value of the graph, which a
+    capture would freeze).
+    """
+    from . import _C
+
+    ids: dict[int, int] = {}
+    key = []
+    for a in args:
+        if not isinstance(a, torch.Tensor) or a.device.type != "tpu":
+            return None
+        part = ids.setdefault(_C._slot_id(a), len(ids))
+        key.append(
+            (part, a.get_device(), a.dtype, a.shape, a.stride(), a.storage_offset(), a.untyped_storage().nbytes())
+        )
+    return tuple(key)
+
+
+class _Replay:
+    """A graph's captured program, and how one call binds its storages and makes its results.
+
+    Built after a call that ran as one region (``_C._end_capture``). Every capture slot is either an input's storage
+    (bound to that input), a result's storage or a temporary that died inside the graph (both new storages per call).
+    Results are views of those storages with the layout the first call gave them. A slot that is none of these (a
+    tensor the graph reached that is neither an input nor a result) makes the graph unreplayable.
+    """
+
+    def __init__(self, capture, bound_args, outs, results, precision):
+        self.capture, self.bound_args, self.outs, self.results, self.precision = (
+            capture,
+            bound_args,
+            outs,
+            results,
+            precision,
+        )
+
+    @classmethod
+    def build(cls, capture, arg_of_id: dict[int, int], out, precision):
+        from . import _C
+
+        slot_index = {sid: j for j, sid in enumerate(capture.slot_ids)}
+        seq = out if isinstance(out, (list, tuple)) else [out]
+        outs, results = [], []  # results: per element, ("out", k), ("arg", spec), ("const", value)
+        out_slots = set()
+        for t in seq:
+            if isinstance(t, torch.Tensor):
+                if t.device.type != "tpu":
+                    return None
+                sid = _C._slot_id(t)
+                spec = (t.dtype, list(t.shape), list(t.stride()), t.storage_offset())
+                if sid in slot_index:
+                    out_slots.add(sid)
+                    results.append(("out", len(outs)))
+                    outs.append((slot_index[sid],) + spec)
+                elif sid in arg_of_id:
+                    results.append(("arg", (arg_of_id[sid],) + spec))
+                else:
+                    return None  # a result no program wrote (an untouched empty tensor): walk the graph instead
+            elif t is None or isinstance(t, (int, float, bool)):
+                results.append(("const", t))
+            else:
+                return None
+        bound_args = []
+        for j, sid in enumerate(capture.slot_ids):
+            if sid in arg_of_id:
+                bound_args.append(arg_of_id[sid])
+            elif sid in out_slots or capture.dead[j]:
+                bound_args.append(None)
+            else:
+                return None
+        return cls(capture, bound_args, outs, results, precision)
+
+    def run(self, args):
+        from . import _C
+
+        bound = [None if i is None else args[i] for i in self.bound_args]
+        made = _C._replay(self.capture, bound, self.outs)
+        del bound
+        seq = []
+        for kind, v in self.results:
+            if kind == "out":
+                seq.append(made[v])
+            elif kind == "arg":
+                i, dtype, sizes, strides, offset = v
+                seq.append(
+                    torch.empty(0, dtype=dtype, device=args[i].device).set_(
+                        args[i].untyped_storage(), offset, sizes, strides
+                    )
+                )
+            else:
+                seq.append(v)
+        args.clear()
+        return seq
+
+
+# Input layouts a graph keeps replays for (a new layout beyond them walks the graph).
+_MAX_LAYOUTS = 8
+
+
 def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable | None, fullgraph: bool) -> Callable:
-    from . import get_eager_mode, set_eager_mode, stablehlo
+    from . import _C, get_eager_mode, set_eager_mode, stablehlo
 
     missing = _unlowered(gm)
     if missing and fullgraph:
@@ -59,20 +160,42 @@ def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable 
                 f"torch.compile(backend='tpu'): {op} has no lowering; it runs on the CPU between programs", stacklevel=2
             )
     reported = [debug_callback is None]
+    replays: dict[tuple, _Replay | None] = {}  # by input layout; None: this layout cannot be replayed
 
     def run(args):
+        layout = _layout(args) if not missing else None
+        precision = _C._matmul_precision()
+        if layout is not None:
+            r = replays.get(layout)
+            if r is not None and r.precision == precision:
+                return r.run(args)
+        capture = layout is not None and (layout not in replays or replays[layout] is not None)
+        capture = capture and len(replays) < _MAX_LAYOUTS
+        arg_of_id = {}
+        if capture:
+            for i, a in enumerate(args):
+                arg_of_id.setdefault(_C._slot_id(a), i)
         before = get_eager_mode()
         set_eager_mode("fused")  # runs what the caller had open; the graph starts a region of its own
+        captured = None
         try:
-            out = gm(*args)
-            args.clear()  # boxed: the inputs die as soon as the program no longer needs them
-            if not reported[0]:
-                tensors = [t for t in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(t, torch.Tensor)]
-                text = next((s for s in (stablehlo(t) for t in tensors if t.device.type == "tpu") if s), "")
-                debug_callback(kind, text)
-                reported[0] = True
+            if capture:
+                _C._begin_capture()
+            try:
+                out = gm(*args)
+                args.clear()  # boxed: the inputs die as soon as the program no longer needs them
+                if not reported[0]:
+                    seq = out if isinstance(out, (list, tuple)) else [out]
+                    tensors = [t for t in seq if isinstance(t, torch.Tensor) and t.device.type == "tpu"]
+                    debug_callback(kind, next((s for s in map(stablehlo, tensors) if s), ""))
+                    reported[0] = True
+            finally:
+                if capture:
+                    captured = _C._end_capture()  # the graph's region runs here, as one program
         finally:
-            set_eager_mode(before)  # the region runs here: one program for the graph
+            set_eager_mode(before)  # without a capture, the region runs here
+        if capture:
+            replays[layout] = captured and _Replay.build(captured, arg_of_id, out, precision)
         return out
 
     run._boxed_call = True

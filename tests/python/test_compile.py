@@ -32,15 +32,16 @@ def test_forward_and_backward_match_cpu_as_one_program_each():
     cpu, tpu = mlp(), mlp().to("tpu")
     compiled = torch.compile(tpu, backend="tpu")
     x = torch.randn(8, 16)
-    for _ in range(3):  # the first call compiles, the second accumulates gradients; the third compiles nothing
+    for step in range(3):  # the first call compiles, the second accumulates gradients; the third compiles nothing
         torch_pjrt.reset_metrics()
         out = compiled(x.to("tpu"))
         out.square().sum().backward()
         torch_pjrt.synchronize()
-    m = torch_pjrt.metrics()
+        m = torch_pjrt.metrics()
+        if step == 0:  # the graphs' nodes ran once, as one region each
+            assert m["regions"] == 2 and m["ops_per_region"]["max"] > 5
     assert m["compiles"] == 0
-    assert m["regions"] == 2  # the forward graph and the backward graph
-    assert m["ops_per_region"]["max"] > 5
+    assert m["regions"] == 0 and m["graph_replays"] == 2  # the forward and backward programs ran with no node walked
     ref = cpu(x)
     ref.square().sum().backward()
     torch.testing.assert_close(out.cpu(), ref)
@@ -183,7 +184,7 @@ def test_default_backend_picks_tpu_for_tpu_inputs_only():
     torch_pjrt.reset_metrics()
     out = torch.compile(f)(x.to("tpu"))  # no backend named: Inductor's default, which hands tpu graphs to tpu
     torch.testing.assert_close(out.cpu(), f(x))
-    assert torch_pjrt.metrics()["regions"] == 1
+    assert torch_pjrt.metrics()["regions"] == 1  # the graph ran on tpu
     torch._dynamo.reset()
     torch_pjrt.reset_metrics()
     out_cpu = torch.compile(f)(x)  # CPU inputs: Inductor, untouched
@@ -262,3 +263,64 @@ def test_cpu_tensors_are_untouched_by_the_backend():
     out = torch.compile(lambda x: x.sin() * 2, backend="tpu")(torch.arange(4.0))
     assert out.device.type == "cpu"
     torch.testing.assert_close(out, torch.arange(4.0).sin() * 2)
+
+
+def test_repeated_calls_replay_the_captured_program():
+    def f(a, b):
+        a.add_(1)  # a mutated input, written back by the program
+        y = (a @ b).tanh()
+        return y, y.t(), a[1:], b.view(-1)  # two views of one result, a view of a mutated input, one of an input
+
+    compiled = torch.compile(f, backend="tpu")
+    for i in range(5):
+        g = torch.Generator().manual_seed(i)
+        a, b = torch.randn(4, 3, generator=g), torch.randn(3, 5, generator=g)
+        ta, tb = a.to("tpu"), b.to("tpu")
+        torch_pjrt.reset_metrics()
+        out = compiled(ta, tb)
+        ref = f(a, b)
+        for o, r in zip(out, ref, strict=True):
+            torch.testing.assert_close(o.cpu(), r)
+        torch.testing.assert_close(ta.cpu(), a)
+        assert out[0].untyped_storage().data_ptr() == out[1].untyped_storage().data_ptr()
+        assert out[2].untyped_storage().data_ptr() == ta.untyped_storage().data_ptr()
+        out[0].mul_(0)  # results are tensors of their own: an in-place update reaches the view only
+        assert out[1].abs().sum().item() == 0 and ta.abs().sum().item() > 0
+        m = torch_pjrt.metrics()
+        if i > 0:  # no node of the graph is dispatched again
+            assert (m["graph_replays"], m["regions"], m["compiles"]) == (1, 0, 0)
+
+
+def test_a_new_input_layout_or_storage_sharing_captures_again():
+    def f(a, b):
+        return a * 2 + b
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.randn(4, 4)
+    layouts = [
+        lambda ta: ta.t(),  # a transposed view of the first input: one storage
+        lambda ta: ta.t().contiguous(),  # two storages
+        lambda ta: ta,  # the same tensor twice
+    ]
+    for _ in range(2):
+        for second in layouts:
+            ta = x.to("tpu")
+            tb = second(ta)
+            torch.testing.assert_close(compiled(ta, tb).cpu(), f(x, tb.cpu()))
+    torch_pjrt.reset_metrics()
+    ta = x.to("tpu")
+    torch.testing.assert_close(compiled(ta, ta).cpu(), f(x, x))
+    assert torch_pjrt.metrics()["graph_replays"] == 1
+
+
+def test_a_graph_with_random_ops_draws_new_numbers_each_call():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True)
+
+    compiled = torch.compile(f, backend="tpu")
+    x = torch.ones(64, 64, device="tpu")
+    torch_pjrt.reset_metrics()
+    masks = [compiled(x).cpu() != 0 for _ in range(3)]
+    assert not torch.equal(masks[1], masks[2])  # a replay with the RNG state frozen would repeat the mask
+    assert all(0.4 < m.float().mean().item() < 0.6 for m in masks)
+    assert torch_pjrt.metrics()["graph_replays"] == 0  # its nodes run each call: the RNG state is a parameter
