@@ -39,12 +39,14 @@ import math
 import os
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import torch_pjrt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import brief, in_mode, timed  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
@@ -125,28 +127,9 @@ def decode_full(model, prompt: torch.Tensor, tokens: int) -> torch.Tensor:
     return seq[:, prompt.size(1) :]
 
 
-def in_mode(mode: str):
-    return contextlib.nullcontext() if mode == "cpu" else torch_pjrt.eager_mode(mode)
-
-
 def run_once(mode: str, model, prompt: torch.Tensor, tokens: int) -> tuple[float, torch.Tensor, dict | None]:
     """(seconds, tokens on CPU, tpu metrics of just this run)."""
-    tpu = mode != "cpu"
-    with in_mode(mode):
-        if tpu:
-            torch_pjrt.synchronize()
-            torch_pjrt.reset_metrics()
-        t0 = time.perf_counter()
-        out = decode(model, prompt, tokens).cpu()
-        if tpu:
-            torch_pjrt.synchronize()
-        seconds = time.perf_counter() - t0
-        return seconds, out, (torch_pjrt.metrics() if tpu else None)
-
-
-def brief(e: Exception) -> str:
-    first = (str(e).splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first[:200]}"
+    return timed(lambda: decode(model, prompt, tokens).cpu(), mode)
 
 
 def main() -> None:

@@ -38,11 +38,13 @@ import math
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 import torch_pjrt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import brief, in_mode, timed  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
@@ -94,25 +96,16 @@ def workload_modes(workload: str) -> list[str]:
     return MODES if workload in GPTS else ["cpu", "strict", "fused"]
 
 
-def in_mode(mode: str):
-    return contextlib.nullcontext() if mode == "cpu" else torch_pjrt.eager_mode(mode)
-
-
 def timed_block(step, steps: int, mode: str) -> tuple[float, dict | None]:
     """(seconds for `steps` steps with all their work finished, tpu metrics of just those steps)."""
-    tpu = mode != "cpu"
-    with in_mode(mode):
-        if tpu:
-            torch_pjrt.synchronize()
-            torch_pjrt.reset_metrics()
-        t0 = time.perf_counter()
+
+    def block():
         for _ in range(steps):
             loss = step()
         loss.item()
-        if tpu:
-            torch_pjrt.synchronize()
-        seconds = time.perf_counter() - t0
-        return seconds, (torch_pjrt.metrics() if tpu else None)
+
+    seconds, _, met = timed(block, mode)
+    return seconds, met
 
 
 def warm_up(step, mode: str, args) -> bool:
@@ -163,11 +156,6 @@ def region_stats(mets: list[dict]) -> tuple[float, int] | None:
     if not means:
         return None
     return (total_ops / total_regions if total_regions else statistics.mean(means)), peak
-
-
-def brief(e: Exception) -> str:
-    first = (str(e).splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first[:200]}"
 
 
 def fmt_rate(x: float) -> str:

@@ -8,9 +8,11 @@ lowering table and program builder as eager ops, and join one region, which runs
 returns. The region's key is its structure, so a graph compiles once (and the persistent cache keeps it for the next
 process); runtime values (Python scalars, CPU scalar tensors, RNG state) are program parameters.
 
-What is not built yet: shape buckets for dynamic dimensions, ``async_compile``, and running a graph without walking
-its nodes in Python on every call (the region is found by its key, with no lowering or compiling, but each node is
-still dispatched).
+From the second call with the same input layout on, a graph runs its captured program directly (``_Replay``): no
+node is dispatched, no key is built. Graphs with random ops, CPU scalar tensors or non-tensor inputs walk their nodes
+on every call (their runtime values change per call); their region is still found by its key, with no compile.
+
+What is not built yet: shape buckets for dynamic dimensions and ``async_compile``.
 
 The backend is registered under the name ``tpu`` through the ``torch_dynamo_backends`` entry point, so
 ``torch.compile(m, backend="tpu")`` works after a plain ``import torch``. ``torch.compile(m)`` with no backend (that
