@@ -512,8 +512,8 @@ CallResult Engine::run_strict(const OpCall& call) {
 // ---------------------------------------------------------------- fused regions
 
 const char* flush_reason_name(FlushReason r) {
-  static const char* names[kNumFlushReasons] = {"sync",   "read",       "upload",    "unfusable", "mode",
-                                                "device", "dtype_view", "cap_calls", "cap_bytes", "period", "graph"};
+  static const char* names[kNumFlushReasons] = {"sync",       "read",      "upload",    "unfusable", "mode", "device",
+                                                "dtype_view", "cap_calls", "cap_bytes", "period",    "graph"};
   return names[static_cast<int>(r)];
 }
 
@@ -660,8 +660,8 @@ void Engine::run_region() {
       if (p.kind == Signature::Param::Rng ||
           (p.kind == Signature::Param::Scalar && calls[p.call]->args[p.index].host_tensor))
         constant = false;
-      cap->constants.push_back(p.kind == Signature::Param::Slot || !constant ? nullptr
-                                                                            : constant_param(p, calls.data(), refs, r.device));
+      cap->constants.push_back(
+          p.kind == Signature::Param::Slot || !constant ? nullptr : constant_param(p, calls.data(), refs, r.device));
     }
     if (constant) captured_ = std::move(cap);
   }
@@ -684,13 +684,15 @@ void Engine::store_region_outputs(const Signature& sig, const std::vector<Slot*>
   executor_.add_checks(std::move(checks));
 }
 
-void Engine::begin_capture() {
+bool Engine::begin_capture() {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
+  if (capturing_) return false;
   flush(FlushReason::Graph);
   capture_thread_ = std::this_thread::get_id();
   capturing_ = true;
   capture_ok_ = true;
   captured_.reset();
+  return true;
 }
 
 std::shared_ptr<const RegionCapture> Engine::end_capture() {
@@ -712,8 +714,8 @@ void Engine::replay(const RegionCapture& c, const std::vector<Slot*>& slots) {
   s.keep.resize(sig.params.size());
   for (size_t i = 0; i < sig.params.size(); ++i) {
     const auto& p = sig.params[i];
-    s.keep[i] = p.kind == Signature::Param::Slot ? ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index])
-                                                 : c.constants[i];
+    s.keep[i] =
+        p.kind == Signature::Param::Slot ? ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index]) : c.constants[i];
   }
   const char* last_op = "a compiled graph";  // op names live for the process; the capture may not
   for (const char* w : c.writers)

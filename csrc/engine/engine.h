@@ -106,9 +106,9 @@ struct RegionCapture {
   std::vector<uintptr_t> slot_ids;
   std::vector<int64_t> slot_nbytes;
   std::vector<uint8_t> dead;
-  std::vector<const char*> writers;            // per slot: the op that writes it (nullptr: none)
-  std::vector<runtime::BufferPtr> constants;   // per parameter: its buffer, or null for a slot
-  std::vector<std::string> check_messages;     // per runtime check, with the user's line
+  std::vector<const char*> writers;           // per slot: the op that writes it (nullptr: none)
+  std::vector<runtime::BufferPtr> constants;  // per parameter: its buffer, or null for a slot
+  std::vector<std::string> check_messages;    // per runtime check, with the user's line
 };
 
 class Engine {
@@ -143,11 +143,13 @@ class Engine {
   // Capture of a compiled graph, by the thread that runs it in fused mode:
   // begin_capture() runs the open region; until end_capture() the calls this
   // thread joins form one region that is never cut (no caps, no period).
+  // One capture at a time: begin_capture() returns false (and the caller
+  // must not call end_capture) while another thread captures.
   // end_capture() runs that region as one program and returns its capture,
   // or nullptr when the graph did not run as exactly one region of this
   // thread's calls with constant parameters (a flush inside it, a call from
   // another thread, a random op, a host scalar tensor). Not nestable.
-  void begin_capture();
+  bool begin_capture();
   std::shared_ptr<const RegionCapture> end_capture();
   // Runs a captured program on `slots` (one per capture slot, in order):
   // reads their buffers, writes the slots the program writes, queues its

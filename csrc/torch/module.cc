@@ -106,7 +106,8 @@ PYBIND11_MODULE(_C, m) {
   py::class_<RegionCapture, std::shared_ptr<RegionCapture>>(m, "_RegionCapture")
       .def_readonly("slot_ids", &RegionCapture::slot_ids)
       .def_readonly("slot_nbytes", &RegionCapture::slot_nbytes)
-      .def_property_readonly("dead", [](const RegionCapture& c) { return std::vector<bool>(c.dead.begin(), c.dead.end()); })
+      .def_property_readonly("dead",
+                             [](const RegionCapture& c) { return std::vector<bool>(c.dead.begin(), c.dead.end()); })
       .def_readonly("device", &RegionCapture::device)
       .def_property_readonly("precision", [](const RegionCapture& c) { return static_cast<int>(c.precision); });
   m.def("_slot_id", [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(slot_of(t)); });
@@ -117,7 +118,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_begin_capture", [] {
     Engine& e = engine_or_raise();
     py::gil_scoped_release no_gil;
-    translate_errors("torch.compile", [&] { e.begin_capture(); });
+    return translate_errors("torch.compile", [&] { return e.begin_capture(); });
   });
   m.def("_end_capture", []() -> py::object {
     Engine& e = engine_or_raise();
@@ -132,31 +133,33 @@ PYBIND11_MODULE(_C, m) {
   // bound: per capture slot, the tensor whose storage it binds, or None for
   // a new storage. outs: (slot, dtype, sizes, strides, storage offset) of
   // each result tensor, a view of a bound or new storage.
-  m.def("_replay", [](const std::shared_ptr<RegionCapture>& c, const std::vector<std::optional<at::Tensor>>& bound,
-                      const std::vector<std::tuple<int64_t, at::ScalarType, std::vector<int64_t>, std::vector<int64_t>,
-                                                   int64_t>>& outs) {
-    TORCH_CHECK(bound.size() == c->slot_ids.size(), "torch.compile replay: ", bound.size(), " storages for ",
-                c->slot_ids.size(), " slots");
-    std::vector<at::Tensor> storages(bound.size());
-    std::vector<Slot*> slots(bound.size());
-    for (size_t j = 0; j < bound.size(); ++j) {
-      storages[j] = bound[j] ? *bound[j]
-                             : new_tensor({c->slot_nbytes[j]}, at::kByte, static_cast<c10::DeviceIndex>(c->device));
-      slots[j] = slot_of(storages[j]);
-    }
-    Engine& e = engine_or_raise();
-    {
-      py::gil_scoped_release no_gil;
-      translate_errors(c->name, [&] { e.replay(*c, slots); });
-    }
-    std::vector<at::Tensor> results;
-    results.reserve(outs.size());
-    for (const auto& [j, dtype, sizes, strides, offset] : outs) {
-      const at::Tensor& base = storages.at(j);
-      results.push_back(at::empty({0}, base.options().dtype(dtype)).set_(base.storage(), offset, sizes, strides));
-    }
-    return results;
-  });
+  m.def("_replay",
+        [](const std::shared_ptr<RegionCapture>& c, const std::vector<std::optional<at::Tensor>>& bound,
+           const std::vector<std::tuple<int64_t, at::ScalarType, std::vector<int64_t>, std::vector<int64_t>, int64_t>>&
+               outs) {
+          TORCH_CHECK(bound.size() == c->slot_ids.size(), "torch.compile replay: ", bound.size(), " storages for ",
+                      c->slot_ids.size(), " slots");
+          std::vector<at::Tensor> storages(bound.size());
+          std::vector<Slot*> slots(bound.size());
+          for (size_t j = 0; j < bound.size(); ++j) {
+            storages[j] = bound[j]
+                              ? *bound[j]
+                              : new_tensor({c->slot_nbytes[j]}, at::kByte, static_cast<c10::DeviceIndex>(c->device));
+            slots[j] = slot_of(storages[j]);
+          }
+          Engine& e = engine_or_raise();
+          {
+            py::gil_scoped_release no_gil;
+            translate_errors(c->name, [&] { e.replay(*c, slots); });
+          }
+          std::vector<at::Tensor> results;
+          results.reserve(outs.size());
+          for (const auto& [j, dtype, sizes, strides, offset] : outs) {
+            const at::Tensor& base = storages.at(j);
+            results.push_back(at::empty({0}, base.options().dtype(dtype)).set_(base.storage(), offset, sizes, strides));
+          }
+          return results;
+        });
   m.def("_metrics", [] {
     auto mt = engine_or_raise().metrics();
     py::dict d;

@@ -181,8 +181,7 @@ def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable 
         set_eager_mode("fused")  # runs what the caller had open; the graph starts a region of its own
         captured = None
         try:
-            if capture:
-                _C._begin_capture()
+            capture = capture and _C._begin_capture()  # False while another thread captures a graph
             try:
                 out = gm(*args)
                 args.clear()  # boxed: the inputs die as soon as the program no longer needs them
