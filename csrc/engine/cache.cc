@@ -24,8 +24,21 @@ void push_string(std::vector<int64_t>& w, const std::string& s) {
   w.insert(w.end(), words.begin(), words.end());
 }
 
+// How push_call writes views: exactly (`shapes` null), leaving their sizes,
+// strides and storage sizes out (appended to `shapes` instead), or bucketed
+// by `plan`.
+struct ViewWords {
+  std::vector<int64_t>* shapes = nullptr;
+  const BucketPlan* plan = nullptr;
+  size_t ref = 0;  // the next tensor reference (for_each_ref order)
+};
+
+// The access-path word of a bucketed view (beyond every Access value).
+constexpr int64_t kBucketedAccess = 64;
+
 template <typename Numbering>
-void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const std::string& op) {
+void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const std::string& op, ViewWords* vw) {
+  const size_t ref = vw ? vw->ref++ : 0;
   if (!r.slot) {
     w.push_back(-1);
     return;
@@ -37,6 +50,22 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
                                   ", storage of " + std::to_string(numel) + " elements)");
   w.push_back(slots.index_of(r.slot));
   w.push_back(static_cast<int64_t>(v.dtype));
+  if (vw && vw->shapes) {
+    w.push_back(static_cast<int64_t>(v.sizes.size()));
+    vw->shapes->insert(vw->shapes->end(), v.sizes.begin(), v.sizes.end());
+    vw->shapes->insert(vw->shapes->end(), v.strides.begin(), v.strides.end());
+    vw->shapes->push_back(numel);
+    return;
+  }
+  if (vw && vw->plan && vw->plan->refs.at(ref).dynamic) {
+    const BucketedRef& b = vw->plan->refs[ref];
+    w.push_back(kBucketedAccess);
+    w.push_back(static_cast<int64_t>(b.padded.size()));
+    w.insert(w.end(), b.padded.begin(), b.padded.end());
+    w.push_back(b.dynamic_sizes);
+    w.push_back(numel);
+    return;
+  }
   w.push_back(static_cast<int64_t>(access_of(v, numel)));
   w.push_back(static_cast<int64_t>(v.sizes.size()));
   w.insert(w.end(), v.sizes.begin(), v.sizes.end());
@@ -45,7 +74,7 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
 }
 
 template <typename Numbering>
-void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots) {
+void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, ViewWords* vw = nullptr) {
   const std::string& op = call.op->name;
   w.insert(w.end(), call.op->name_words.begin(), call.op->name_words.end());
   w.push_back(call.device);
@@ -53,12 +82,12 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots) {
     w.push_back(static_cast<int64_t>(a.kind));
     switch (a.kind) {
       case CallArg::Kind::Tensor:
-        push_ref(w, a.tensor, slots, op);
+        push_ref(w, a.tensor, slots, op, vw);
         break;
       case CallArg::Kind::TensorList:
         w.push_back(static_cast<int64_t>(a.list.size()));
         w.insert(w.end(), a.present.begin(), a.present.end());
-        for (const auto& t : a.list) push_ref(w, t, slots, op);
+        for (const auto& t : a.list) push_ref(w, t, slots, op, vw);
         break;
       case CallArg::Kind::Scalar:
         w.push_back(static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor);
@@ -81,7 +110,12 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots) {
     }
   }
   w.push_back(static_cast<int64_t>(call.targets.size()));
-  for (const auto& t : call.targets) push_ref(w, t, slots, op);
+  for (const auto& t : call.targets) {
+    if (t.slot)
+      push_ref(w, t, slots, op, vw);
+    else
+      w.push_back(-1);  // a fresh result (for_each_ref does not count it)
+  }
 }
 
 }  // namespace
@@ -121,9 +155,40 @@ void make_key(int64_t identity, const OpCall* const* calls, size_t n, ProgramKey
   key.hash = fnv(w);
 }
 
+uint64_t shape_free_hash(const OpCall& call, std::vector<int64_t>& shapes) {
+  thread_local std::vector<int64_t> w;
+  thread_local SlotNumbering slots;
+  w.clear();
+  slots.clear();
+  ViewWords vw{&shapes, nullptr, 0};
+  push_call(w, call, slots, &vw);
+  return fnv(w);
+}
+
+void make_bucket_key(int64_t identity, const OpCall& call, const BucketPlan& plan, ProgramKey& key,
+                     SlotNumbering& slots) {
+  std::vector<int64_t>& w = key.words;
+  w.clear();
+  slots.clear();
+  w.push_back(identity);
+  w.push_back(-1);  // bucketed (an exact key holds its number of calls here)
+  ViewWords vw{nullptr, &plan, 0};
+  push_call(w, call, slots, &vw);
+  for (const auto& r : plan.results) {
+    w.push_back(static_cast<int64_t>(r.size()));
+    w.insert(w.end(), r.begin(), r.end());
+  }
+  key.hash = fnv(w);
+}
+
 ProgramCache::ProgramCache() {
   const char* env = std::getenv("TORCH_PJRT_MAX_PROGRAMS");
   if (env && std::atoi(env) > 0) capacity_ = static_cast<size_t>(std::atoi(env));
+}
+
+bool ProgramCache::contains(const ProgramKey& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  return entries_.count(key) > 0;
 }
 
 std::shared_ptr<const CachedProgram> ProgramCache::get(const ProgramKey& key, const Compile& compile, bool* hit) {

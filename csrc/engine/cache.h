@@ -32,6 +32,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/bucket.h"
 #include "engine/call.h"
 #include "engine/program.h"
 #include "runtime/pjrt.h"
@@ -69,6 +70,16 @@ void append_call_words(std::vector<int64_t>& w, const OpCall& call, Numbering& n
 // (programs would clamp it).
 void make_key(int64_t identity, const OpCall* const* calls, size_t n, ProgramKey& key, SlotNumbering& slots);
 
+// The hash of `call`'s key words without its views' sizes, strides, access
+// paths and storage sizes, which are appended to `shapes` instead (per
+// tensor reference with a slot: sizes, strides, storage elements). Calls
+// that differ only in shapes share it (bucket.h).
+uint64_t shape_free_hash(const OpCall& call, std::vector<int64_t>& shapes);
+// The key of `call` run bucketed by `plan`: dynamic views hold their
+// bucketed sizes and storage size instead of sizes and strides.
+void make_bucket_key(int64_t identity, const OpCall& call, const BucketPlan& plan, ProgramKey& key,
+                     SlotNumbering& slots);
+
 // A compiled program and what its parameters and results are.
 struct CachedProgram {
   Signature signature;
@@ -84,6 +95,8 @@ class ProgramCache {
   // others wait for the first (and compile themselves if it threw, so each
   // sees its own error). `*hit` says whether this call found it ready.
   std::shared_ptr<const CachedProgram> get(const ProgramKey& key, const Compile& compile, bool* hit);
+  // Whether `key` has a compiled entry (one being compiled does not count).
+  bool contains(const ProgramKey& key);
   size_t size();
   // The hex hash of every cached key (for diagnostics and tests).
   std::vector<std::string> key_hashes();

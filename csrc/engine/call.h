@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -64,9 +64,10 @@ inline std::vector<int64_t> string_words(const std::string& s) {
 struct OpDef {
   OpDef(std::string name, lowering::LowerFn lower)
       : name(std::move(name)), name_words(string_words(this->name)), lower(lower) {}
-  std::string name;  // "aten::add.Tensor"
+  std::string name;                 // "aten::add.Tensor"
   std::vector<int64_t> name_words;  // string_words(name), as program keys hold it
   lowering::LowerFn lower;
+  bool shape_generic = false;     // lowering::Traits::shape_generic
   std::atomic<int64_t> calls{0};  // programs run for this op (metrics()["op_calls"])
 };
 

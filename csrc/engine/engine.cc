@@ -95,6 +95,7 @@ Engine::Engine(std::unique_ptr<runtime::Client> client)
   options.platform = client_->platform_name();
   disk_ = std::make_unique<DiskCache>(std::move(options));
   compile_slots_ = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* e = std::getenv("TORCH_PJRT_SHAPE_BUCKETS")) buckets_ = std::string(e) != "0";
   // The engine lives for the process; its pending cache writes are finished
   // at exit.
   std::atexit([] {
@@ -156,8 +157,9 @@ ProgramKey Engine::key_of(const OpCall& call) const {
 }
 
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                                     const std::vector<uint8_t>* dead) {
-  if (!disk_->enabled()) return compile_module(lower(calls, dead), calls.front()->device, calls.front()->op->name);
+                                                     const std::vector<uint8_t>* dead, const BucketPlan* bucketed) {
+  if (!disk_->enabled())
+    return compile_module(lower(calls, dead, bucketed), calls.front()->device, calls.front()->op->name);
   int device = calls.front()->device;
   std::string hex = key.hex();
   if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
@@ -176,7 +178,7 @@ std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, cons
     std::optional<DiskEntry> e = disk_->wait_shared(*read, key.words, hex, disk_->shared_head_start(), &read_finished);
     if (auto p = loaded(std::move(e), DiskCache::Tier::Shared, hex, device)) return p;
   }
-  Program program = lower(calls, dead);
+  Program program = lower(calls, dead, bucketed);
   if (!read_finished) {
     bool from_shared = false;
     entry = race(*read, key, hex, std::move(program), device, calls.front()->op->name, &from_shared);
@@ -266,9 +268,10 @@ void Engine::finish_background_work() {
   disk_->flush();
 }
 
-Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead) {
+Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead,
+                      const BucketPlan* bucketed) {
   Span span("lower");
-  ProgramBuilder builder(precision_.load());
+  ProgramBuilder builder(precision_.load(), bucketed);
   for (const OpCall* call : calls) builder.add(*call);
   return builder.finish(dead);
 }
@@ -298,7 +301,7 @@ std::shared_ptr<const CachedProgram> Engine::compile_module(Program program, int
   } catch (const runtime::Error& e) {
     throw named(e, name);
   }
-  metrics_.compiled(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  metrics_.compiled(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), name);
   return entry;
 }
 
@@ -320,6 +323,22 @@ runtime::BufferPtr Engine::scalar_buffer(const uint8_t* bytes, DType dtype, int 
   return buf;
 }
 
+runtime::BufferPtr Engine::shape_buffer(const std::vector<int64_t>& values, int device) {
+  std::vector<int64_t> key(values);
+  key.push_back(device);
+  {
+    std::lock_guard<std::mutex> g(scalars_mu_);
+    auto it = shapes_buffers_.find(key);
+    if (it != shapes_buffers_.end()) return it->second;
+  }
+  auto buf = client_->from_host(values.data(), runtime::ElementType::S64, {static_cast<int64_t>(values.size())}, device,
+                                /*counted=*/false);
+  std::lock_guard<std::mutex> g(scalars_mu_);
+  if (shapes_buffers_.size() > 1024) shapes_buffers_.clear();
+  shapes_buffers_[std::move(key)] = buf;
+  return buf;
+}
+
 // What one execution needs besides its result. Strict runs keep one per
 // thread, so that a small op allocates nothing here once warm (Engine::run
 // is not re-entered on a thread: nothing it calls runs another op); a region
@@ -334,6 +353,7 @@ struct Engine::Binding {
   std::vector<int64_t> kept;
   std::vector<runtime::Buffer*> donated;
   std::vector<std::pair<Slot*, runtime::BufferPtr>> taken;
+  const std::vector<hlo::TensorType>* exact_fresh = nullptr;  // a bucketed call's
 
   void release() {
     keep.clear();
@@ -385,13 +405,14 @@ int64_t Engine::execute(const CachedProgram& program, const OpCall* const* calls
   for (size_t i = 0; i < sig.params.size(); ++i) {
     const auto& p = sig.params[i];
     s.keep[i] = p.kind == Signature::Param::Slot ? ensure_buffer(*slots[p.index], sig.slot_dtypes[p.index])
-                                                 : constant_param(p, calls, s.refs, device);
+                                                 : constant_param(p, calls, s.refs, device, s.exact_fresh);
   }
   return launch(program, slots, s, name, calls[n - 1]->op->name.c_str());
 }
 
 runtime::BufferPtr Engine::constant_param(const Signature::ParamSource& p, const OpCall* const* calls,
-                                          const std::vector<const TensorRef*>& refs, int device) {
+                                          const std::vector<const TensorRef*>& refs, int device,
+                                          const std::vector<hlo::TensorType>* exact_fresh) {
   switch (p.kind) {
     case Signature::Param::Scalar: {
       const CallArg& a = calls[p.call]->args[p.index];
@@ -403,6 +424,15 @@ runtime::BufferPtr Engine::constant_param(const Signature::ParamSource& p, const
       int64_t offset = refs[p.index]->view.offset;
       return scalar_buffer(reinterpret_cast<const uint8_t*>(&offset), DType::I64, device);
     }
+    case Signature::Param::ViewShape: {
+      const ViewSpec& v = refs[p.index]->view;
+      thread_local std::vector<int64_t> shape;
+      shape.assign(v.sizes.begin(), v.sizes.end());
+      shape.insert(shape.end(), v.strides.begin(), v.strides.end());
+      return shape_buffer(shape, device);
+    }
+    case Signature::Param::ResultShape:
+      return shape_buffer(exact_fresh->at(p.index).dims, device);
     case Signature::Param::Slot:
       break;
   }
@@ -460,12 +490,103 @@ CallResult Engine::run(const OpCall& call) {
   return run_strict(call);
 }
 
+namespace {
+
+// Whether a bucketed program's fresh result types hold the exact call's:
+// equal, except that a dynamic dim is at least the exact extent.
+bool holds(const std::vector<hlo::TensorType>& bucketed, const std::vector<hlo::TensorType>& exact) {
+  if (bucketed.size() != exact.size()) return false;
+  for (size_t k = 0; k < exact.size(); ++k) {
+    const auto &b = bucketed[k], &e = exact[k];
+    if (b.dtype != e.dtype || b.rank() != e.rank()) return false;
+    for (int64_t d = 0; d < e.rank(); ++d)
+      if (b.is_dynamic(d) ? e.dims[d] > b.dims[d] : e.dims[d] != b.dims[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, CallResult& result) {
+  thread_local ProgramKey exact_key;
+  std::shared_ptr<const Signature> exact = exact_signature(call, exact_key);
+  auto refuse = [&] {
+    shapes_.refuse(plan.structure);
+    metrics_.bucket_refused();
+    return false;
+  };
+  if (!exact->checks.empty()) return refuse();
+  check_scalars(*exact, call, 0);
+  plan.results.clear();
+  for (const auto& t : exact->fresh_types) {
+    plan.results.push_back(t.dims);
+    for (int64_t& d : plan.results.back()) d = bucket_of(d);
+  }
+  static thread_local Binding scratch;
+  Binding& s = scratch;
+  ReleaseOnExit<Binding> release{s};
+  const OpCall* calls[] = {&call};
+  make_bucket_key(key_identity(), call, plan, s.key, s.numbering);
+  std::shared_ptr<const CachedProgram> program;
+  bool hit = false;
+  try {
+    program = cache_.get(s.key, [&] { return compile(s.key, {&call}, nullptr, &plan); }, &hit);
+  } catch (const std::exception&) {
+    return refuse();  // XLA or a lowering does not take these dynamic dims
+  }
+  const Signature& sig = program->signature;
+  if (!sig.checks.empty() || !holds(sig.fresh_types, exact->fresh_types)) return refuse();
+  if (hit) metrics_.cache_hit();
+  s.exact_fresh = &exact->fresh_types;
+  const std::vector<Slot*>& slots = s.numbering.slots();
+  execute(*program, calls, 1, slots, s, call.op->name);
+  s.exact_fresh = nullptr;
+  const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
+
+  result.types = std::shared_ptr<const std::vector<hlo::TensorType>>(exact, &exact->fresh_types);
+  int64_t padded = 0;
+  for (size_t i = 0; i < s.outs.size(); ++i) {
+    const auto& sink = sig.outputs[i];
+    if (sink.kind == Signature::Output::Fresh) {
+      const hlo::TensorType& t = sig.fresh_types[sink.index];
+      const int64_t capacity = t.dynamic ? t.numel() : 0;
+      if (capacity) padded += capacity - exact->fresh_types[sink.index].numel();
+      result.buffers.push_back(s.outs[i]);
+      result.capacities.push_back(capacity);
+    } else if (sink.kind == Signature::Output::SlotWrite) {
+      slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
+    }
+  }
+  s.taken.clear();
+  if (mode() == Mode::Debug) {
+    for (const auto& b : s.outs) {
+      try {
+        b->wait_ready();
+      } catch (const runtime::Error& e) {
+        throw named(e, call.op->name);
+      }
+    }
+  }
+  metrics_.bucketed(padded);
+  return true;
+}
+
 CallResult Engine::run_strict(const OpCall& call) {
   static thread_local Binding scratch;
   Binding& s = scratch;
   ReleaseOnExit<Binding> release{s};
   const OpCall* calls[] = {&call};
   make_key(key_identity(), calls, 1, s.key, s.numbering);
+  // A call with a dynamic shape runs bucketed unless its exact program is
+  // compiled already (layers of several fixed widths look dynamic to one op,
+  // and each of them has its program after the first step).
+  if (buckets_ && call.op->shape_generic) {
+    thread_local BucketPlan plan;
+    if (shapes_.observe(call, plan) && !cache_.contains(s.key)) {
+      CallResult result;
+      if (run_bucketed(call, plan, result)) return result;
+    }
+  }
   bool hit;
   std::shared_ptr<const CachedProgram> program = cache_.get(s.key, [&] { return compile(s.key, {&call}); }, &hit);
   if (hit) metrics_.cache_hit();
@@ -517,8 +638,7 @@ const char* flush_reason_name(FlushReason r) {
   return names[static_cast<int>(r)];
 }
 
-CallResult Engine::plan(const OpCall& call) {
-  thread_local ProgramKey key;  // reused: one call's key per op, with no allocation once warm
+std::shared_ptr<const Signature> Engine::exact_signature(const OpCall& call, ProgramKey& key) {
   thread_local SlotNumbering numbering;
   const OpCall* calls[] = {&call};
   make_key(key_identity(), calls, 1, key, numbering);
@@ -536,6 +656,12 @@ CallResult Engine::plan(const OpCall& call) {
     if (signatures_.size() > 65536) signatures_.clear();
     sig = signatures_.emplace(key, std::move(made)).first->second;
   }
+  return sig;
+}
+
+CallResult Engine::plan(const OpCall& call) {
+  thread_local ProgramKey key;  // reused: one call's key per op, with no allocation once warm
+  std::shared_ptr<const Signature> sig = exact_signature(call, key);
   check_scalars(*sig, call, 0);
   CallResult r;
   r.deferred = true;

@@ -40,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/bucket.h"
 #include "engine/cache.h"
 #include "engine/call.h"
 #include "engine/disk_cache.h"
@@ -86,7 +87,11 @@ struct CallResult {
   std::vector<Check> checks;  // only with OpCall::defer_checks
   bool deferred = false;
   bool has_checks = false;  // deferred: the call makes runtime checks
-  uint64_t structure = 0;   // deferred: the call's key hash
+  // Shape buckets: per fresh result, the elements its buffer holds when
+  // that is more than the tensor's (its storage has this capacity), else 0.
+  // Empty when no result is bucketed.
+  std::vector<int64_t> capacities;
+  uint64_t structure = 0;  // deferred: the call's key hash
 };
 
 // A compiled graph's program, captured the first time the graph ran as one
@@ -265,8 +270,10 @@ class Engine {
   // A program for `calls` (key `key`): from the persistent tiers, else
   // lowered and compiled (and then written to them).
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                               const std::vector<uint8_t>* dead = nullptr);
-  Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead);
+                                               const std::vector<uint8_t>* dead = nullptr,
+                                               const BucketPlan* bucketed = nullptr);
+  Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead,
+                const BucketPlan* bucketed = nullptr);
   // Compiles a lowered program (at most one compile per core at once).
   std::shared_ptr<const CachedProgram> compile_module(Program program, int device, const std::string& name);
   // A shared-tier entry, deserialised; nullptr for none or a damaged one
@@ -278,7 +285,17 @@ class Engine {
   std::shared_ptr<const CachedProgram> race(DiskCache::SharedRead& read, const ProgramKey& key, const std::string& hex,
                                             Program program, int device, const std::string& name, bool* from_shared);
   runtime::BufferPtr scalar_buffer(const uint8_t* bytes, DType dtype, int device);
+  // An uploaded i64 vector of a bucketed call's true sizes and strides,
+  // reused while the same values recur (layers of one step share them).
+  runtime::BufferPtr shape_buffer(const std::vector<int64_t>& values, int device);
   CallResult run_strict(const OpCall& call);
+  // Runs `call` bucketed by `plan` (whose results it fills) into `result`;
+  // false when bucketing is refused for it (the caller runs it exact).
+  // Argument errors raise.
+  bool run_bucketed(const OpCall& call, BucketPlan& plan, CallResult& result);
+  // The signature of `call` lowered alone, never compiled (cached by its
+  // key, which is left in `key`); raises the call's argument errors.
+  std::shared_ptr<const Signature> exact_signature(const OpCall& call, ProgramKey& key);
   CallResult plan(const OpCall& call);
   void run_region();
   void check_scalars(const Signature& sig, const OpCall& call, int32_t index) const;
@@ -290,8 +307,10 @@ class Engine {
                   Binding& b, const std::string& name);
   // The buffer of a parameter that is not a slot (scalar, RNG state, view
   // offset) of `calls`, whose tensor references are `refs`.
+  // `exact_fresh`: a bucketed call's exact result types (ResultShape).
   runtime::BufferPtr constant_param(const Signature::ParamSource& p, const OpCall* const* calls,
-                                    const std::vector<const TensorRef*>& refs, int device);
+                                    const std::vector<const TensorRef*>& refs, int device,
+                                    const std::vector<hlo::TensorType>* exact_fresh = nullptr);
   // Donates, executes and tracks a program whose parameters are bound in
   // b.keep; outputs into b.outs.
   int64_t launch(const CachedProgram& program, const std::vector<Slot*>& slots, Binding& b, const std::string& name,
@@ -314,6 +333,9 @@ class Engine {
   // The first word of every key: the plugin's identity and the precision.
   int64_t key_identity() const { return identity_ ^ (static_cast<int64_t>(precision_.load()) << 56); }
   ProgramCache cache_;
+  // Shape buckets (bucket.h); off with TORCH_PJRT_SHAPE_BUCKETS=0.
+  ShapeHistory shapes_;
+  bool buckets_ = true;
   Executor executor_;
   std::once_flag copies_once_;
   std::unique_ptr<CopyThread> copies_;  // made at the first non-blocking upload
@@ -329,6 +351,12 @@ class Engine {
   };
   std::mutex scalars_mu_;
   std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;
+  struct ShapeKeyHash {
+    size_t operator()(const std::vector<int64_t>& v) const {
+      return static_cast<size_t>(fnv_extend(kFnvBasis, v.data(), v.size()));
+    }
+  };
+  std::unordered_map<std::vector<int64_t>, runtime::BufferPtr, ShapeKeyHash> shapes_buffers_;  // by values, device
   // Fused mode: signatures of single calls (lowered, never compiled).
   struct KeyHash {
     size_t operator()(const ProgramKey& k) const { return static_cast<size_t>(k.hash); }

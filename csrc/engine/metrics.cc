@@ -4,9 +4,10 @@
 
 namespace torch_pjrt::engine {
 
-void MetricsRecorder::compiled(double seconds) {
+void MetricsRecorder::compiled(double seconds, const std::string& name) {
   std::lock_guard<std::mutex> g(mu_);
   m_.compiles++;
+  m_.compiles_by_name[name]++;
   m_.compile_seconds += seconds;
 }
 
@@ -43,6 +44,17 @@ void MetricsRecorder::flushed(const char* reason, int64_t calls) {
 void MetricsRecorder::replayed() {
   std::lock_guard<std::mutex> g(mu_);
   m_.region_replays++;
+}
+
+void MetricsRecorder::bucketed(int64_t padded_elements) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.bucket_hits++;
+  m_.padded_elements += padded_elements;
+}
+
+void MetricsRecorder::bucket_refused() {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.bucket_refusals++;
 }
 
 void MetricsRecorder::graph_replayed() {

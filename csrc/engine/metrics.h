@@ -28,6 +28,9 @@ struct Metrics {
   DiskCacheStats disk;
   std::map<std::string, int64_t> fallback_ops;
   std::map<std::string, int64_t> op_calls;  // lowered ops run, by ATen name
+  // Compiles by program name: the ATen name of a one-op program, the name
+  // of a fused region's or graph's.
+  std::map<std::string, int64_t> compiles_by_name;
   // Fused mode: regions run, their calls (sum and largest), why they ran,
   // and regions that did not compile and ran call by call instead.
   int64_t regions = 0;
@@ -37,11 +40,16 @@ struct Metrics {
   int64_t region_replays = 0;
   // torch.compile: graph calls that ran their captured program directly.
   int64_t graph_replays = 0;
+  // Shape buckets: calls that ran a bucketed program, the elements their
+  // fresh results hold past their true sizes, and structures refused.
+  int64_t bucket_hits = 0;
+  int64_t padded_elements = 0;
+  int64_t bucket_refusals = 0;
 };
 
 class MetricsRecorder {
  public:
-  void compiled(double seconds);
+  void compiled(double seconds, const std::string& name);
   void loaded(double seconds);
   void cache_hit();
   void executed(int64_t donations);
@@ -49,6 +57,8 @@ class MetricsRecorder {
   void flushed(const char* reason, int64_t calls);
   void replayed();
   void graph_replayed();
+  void bucketed(int64_t padded_elements);
+  void bucket_refused();
   void fallback(const std::string& op);
   // Makes `op` appear in op_calls; `op` must live for the process.
   void register_op(OpDef* op);

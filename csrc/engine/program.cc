@@ -15,7 +15,7 @@ using lowering::LoweringError;
 
 std::string Signature::serialize() const {
   std::ostringstream o;
-  o << "sig2\nparams " << params.size();
+  o << "sig3\nparams " << params.size();
   for (const auto& p : params) o << ' ' << int(p.kind) << ':' << p.index << ':' << p.call;
   o << "\nslots " << slot_dtypes.size();
   for (DType t : slot_dtypes) o << ' ' << int(t);
@@ -25,6 +25,7 @@ std::string Signature::serialize() const {
   for (size_t i = 0; i < fresh_types.size(); ++i) {
     o << ' ' << fresh_calls[i] << ':' << int(fresh_types[i].dtype) << ':' << fresh_types[i].dims.size();
     for (int64_t d : fresh_types[i].dims) o << ':' << d;
+    o << ':' << fresh_types[i].dynamic;
   }
   o << "\ndonations " << donations.size();
   for (const auto& [p, r] : donations) o << ' ' << p << ':' << r;
@@ -70,7 +71,7 @@ struct SigReader {
 Signature Signature::deserialize(const std::string& text) {
   SigReader r(text);
   Signature s;
-  r.word("sig2");
+  r.word("sig3");
   for (size_t n = r.count("params"); n--;) {
     auto kind = static_cast<Param>(r.integer());
     int32_t index = static_cast<int32_t>(r.next());
@@ -86,6 +87,7 @@ Signature Signature::deserialize(const std::string& text) {
     TensorType t;
     t.dtype = static_cast<DType>(r.next());
     for (int64_t rank = r.next(); rank-- > 0;) t.dims.push_back(r.next());
+    t.dynamic = static_cast<uint32_t>(r.next());
     s.fresh_types.push_back(t);
   }
   for (size_t n = r.count("donations"); n--;) {
@@ -150,13 +152,20 @@ void ProgramBuilder::add(const OpCall& call) {
   auto read = [&](const TensorRef& r) {
     int s = numbering_.index_of(r.slot);
     SlotValue& v = slot_value(r, s, op);
-    Access access = access_of(r.view, v.numel);
+    const int32_t ref = refs_;
+    const BucketedRef* bucketed = plan_ && plan_->refs.at(ref).dynamic ? &plan_->refs[ref] : nullptr;
+    Access access = bucketed ? Access::Gather : access_of(r.view, v.numel);
     Value offset = offset_param(r, access);
     if (!v.has_value && access != Access::Empty) {
       v.flat = b_.parameter(TensorType{r.view.dtype, {v.numel}});
       v.has_value = v.read = true;
       v.param = static_cast<int>(sig_.params.size());
       sig_.params.push_back({Signature::Param::Slot, s, calls_});
+    }
+    if (bucketed) {
+      Value shape = b_.parameter(TensorType{DType::I64, {2 * static_cast<int64_t>(r.view.sizes.size())}});
+      sig_.params.push_back({Signature::Param::ViewShape, ref, calls_});
+      return read_bucketed_view(b_, v.flat, *bucketed, shape, offset);
     }
     return read_view(b_, v.flat, r.view, access, offset);
   };
@@ -217,9 +226,20 @@ void ProgramBuilder::add(const OpCall& call) {
   for (size_t k = 0; k < results.size(); ++k) {
     Value v = results[k];
     if (k >= call.targets.size() || !call.targets[k].slot) {
-      sig_.fresh_types.push_back(v.type);
       sig_.fresh_calls.push_back(calls_);
-      fresh_.push_back(b_.reshape(v, {v.type.numel()}));
+      if (v.type.dynamic) {
+        const int32_t index = static_cast<int32_t>(sig_.fresh_types.size());
+        const hlo::Dims& buckets = plan_->results.at(index);
+        if (static_cast<int64_t>(buckets.size()) != v.rank())
+          throw LoweringError(op + ": a bucketed result has another rank than the exact one");
+        sig_.fresh_types.push_back(capacity_of(v.type, buckets));
+        Value sizes = b_.parameter(TensorType{DType::I64, {v.rank()}});
+        sig_.params.push_back({Signature::Param::ResultShape, index, calls_});
+        fresh_.push_back(compact_bucketed_result(b_, v, sizes, buckets));
+      } else {
+        sig_.fresh_types.push_back(v.type);
+        fresh_.push_back(b_.reshape(v, {v.type.numel()}));
+      }
       continue;
     }
     const TensorRef& target = call.targets[k];

@@ -23,16 +23,21 @@
 #include <string>
 #include <vector>
 
+#include "engine/bucket.h"
 #include "engine/call.h"
 
 namespace torch_pjrt::engine {
 
 struct Signature {
-  enum class Param : uint8_t { Slot, Scalar, Rng, Offset };
+  // ViewShape: a bucketed view's true sizes then strides (i64[2 * rank]);
+  // ResultShape: a bucketed fresh result's true sizes (i64[rank]).
+  enum class Param : uint8_t { Slot, Scalar, Rng, Offset, ViewShape, ResultShape };
   struct ParamSource {
     Param kind;
-    int32_t index;  // Slot: distinct slot; Scalar, Rng: argument of `call`; Offset: tensor reference
-    int32_t call;   // Scalar, Rng: the call of the sequence
+    // Slot: distinct slot; Scalar, Rng: argument of `call`; Offset,
+    // ViewShape: tensor reference; ResultShape: fresh result
+    int32_t index;
+    int32_t call;  // Scalar, Rng: the call of the sequence
   };
   enum class Output : uint8_t { Fresh, SlotWrite, Check };
   struct OutputSink {
@@ -48,6 +53,8 @@ struct Signature {
   std::vector<ParamSource> params;
   std::vector<DType> slot_dtypes;  // the element type each distinct slot is read and written as
   std::vector<OutputSink> outputs;
+  // A bucketed program's fresh result with dynamic dims has them at their
+  // bounds (the buffer holds its elements at the bounds: its capacity).
   std::vector<hlo::TensorType> fresh_types;
   std::vector<int32_t> fresh_calls;  // the call that produced each fresh result
   std::vector<CheckInfo> checks;
@@ -90,7 +97,12 @@ class SlotNumbering {
 class ProgramBuilder {
  public:
   // `precision`: of the float32 matmuls and convolutions it lowers.
-  explicit ProgramBuilder(hlo::Precision precision = hlo::Precision::Default) { b_.set_precision(precision); }
+  // `bucketed`: the one call it lowers runs bucketed (bucket.h); lives while
+  // the builder does.
+  explicit ProgramBuilder(hlo::Precision precision = hlo::Precision::Default, const BucketPlan* bucketed = nullptr)
+      : plan_(bucketed) {
+    b_.set_precision(precision);
+  }
   // Lowers `call` after the calls added before it. Throws
   // lowering::LoweringError for arguments its lowering refuses.
   void add(const OpCall& call);
@@ -113,6 +125,7 @@ class ProgramBuilder {
   SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
   hlo::Value offset_param(const TensorRef& r, Access access);
 
+  const BucketPlan* plan_;
   hlo::Builder b_;
   Signature sig_;
   SlotNumbering numbering_;

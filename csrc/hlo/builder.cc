@@ -48,8 +48,13 @@ int64_t TensorType::numel() const {
 
 std::string TensorType::str() const {
   std::string s = "tensor<";
-  for (int64_t d : dims) s += std::to_string(d) + "x";
+  for (size_t d = 0; d < dims.size(); ++d) s += (is_dynamic(d) ? std::string("?") : std::to_string(dims[d])) + "x";
   s += mlir_name(dtype);
+  if (dynamic) {
+    s += ", #stablehlo.bounds<";
+    for (size_t d = 0; d < dims.size(); ++d) s += (d ? ", " : "") + (is_dynamic(d) ? std::to_string(dims[d]) : "?");
+    s += ">";
+  }
   return s + ">";
 }
 
@@ -94,6 +99,12 @@ std::string Builder::module_text() const {
 std::vector<Value> Builder::op_multi(std::string_view op_name, const std::vector<Value>& operands,
                                      const std::vector<TensorType>& result_types, std::string_view attrs,
                                      const std::vector<std::pair<std::vector<TensorType>, RegionFn>>& regions) {
+  if (!allow_dynamic_) {
+    for (const auto& v : operands)
+      if (v.type.dynamic) fail(op_name, "takes no shape-bucketed (dynamic) operand: " + v.type.str());
+    for (const auto& t : result_types)
+      if (t.dynamic) fail(op_name, "makes no shape-bucketed (dynamic) result: " + t.str());
+  }
   std::vector<Value> results;
   for (const auto& t : result_types) results.push_back(Value{next_id(), t});
   std::string line(indent_ + 2, ' ');
@@ -129,8 +140,11 @@ void Builder::emit_region(const std::vector<TensorType>& arg_types, const Region
   std::string inner;
   blocks_.push_back(&inner);
   indent_ += 2;
+  bool allow = allow_dynamic_;
+  allow_dynamic_ = false;  // a region body is not the op that accepted dynamic operands
   std::vector<Value> yielded = body(*this, args);
   op_multi("stablehlo.return", yielded, {}, {});
+  allow_dynamic_ = allow;
   indent_ -= 2;
   blocks_.pop_back();
   out() += text + inner + std::string(indent_ + 2, ' ') + "}";
@@ -157,14 +171,19 @@ Value Builder::convert(Value x, DType to) {
   if (x.dtype() == to) return x;
   if (to == DType::Bool) return compare(x, constant(0, x.dtype()), "NE");
   if (is_complex(x.dtype()) && !is_complex(to)) return convert(real(x), to);
-  return op("stablehlo.convert", {x}, TensorType{to, x.dims()});
+  Dynamic ok(*this);
+  return op("stablehlo.convert", {x}, TensorType{to, x.dims(), x.type.dynamic});
 }
 
-Value Builder::abs(Value x) { return op("stablehlo.abs", {x}, TensorType{real_type(x.dtype()), x.dims()}); }
+Value Builder::abs(Value x) {
+  Dynamic ok(*this);
+  return op("stablehlo.abs", {x}, TensorType{real_type(x.dtype()), x.dims(), x.type.dynamic});
+}
 
 Value Builder::real(Value x) {
   if (!is_complex(x.dtype())) return x;
-  return op("stablehlo.real", {x}, TensorType{real_type(x.dtype()), x.dims()});
+  Dynamic ok(*this);
+  return op("stablehlo.real", {x}, TensorType{real_type(x.dtype()), x.dims(), x.type.dynamic});
 }
 
 Value Builder::imag(Value x) {
@@ -202,27 +221,45 @@ Value Builder::fft(Value x, std::string_view type, const Dims& fft_length) {
 
 Value Builder::bitcast_convert(Value x, DType to) {
   if (byte_size(x.dtype()) != byte_size(to)) fail("bitcast_convert", "element sizes differ");
-  return op("stablehlo.bitcast_convert", {x}, TensorType{to, x.dims()});
+  Dynamic ok(*this);
+  return op("stablehlo.bitcast_convert", {x}, TensorType{to, x.dims(), x.type.dynamic});
 }
 
 Value Builder::reshape(Value x, const Dims& dims) {
   TensorType t{x.dtype(), dims};
   if (t.numel() != x.type.numel()) fail("reshape", "cannot reshape " + x.type.str() + " to " + t.str());
   if (dims == x.dims()) return x;
+  if (x.type.dynamic) {
+    // Only size-1 dims may come or go: each dim of extent > 1 keeps its
+    // place among the others, with its dynamic bit.
+    Dynamic ok(*this);
+    size_t j = 0;
+    for (int64_t i = 0; i < x.rank(); ++i) {
+      if (x.dims()[i] == 1 && !x.type.is_dynamic(i)) continue;
+      while (j < dims.size() && dims[j] == 1 && dims[j] != x.dims()[i]) ++j;
+      if (j == dims.size() || dims[j] != x.dims()[i])
+        fail("reshape", "cannot reshape shape-bucketed " + x.type.str() + " to " + t.str());
+      if (x.type.is_dynamic(i)) t.dynamic |= 1u << j;
+      ++j;
+    }
+    return op("stablehlo.reshape", {x}, t);
+  }
   return op("stablehlo.reshape", {x}, t);
 }
 
 Value Builder::transpose(Value x, const Dims& perm) {
   if (static_cast<int64_t>(perm.size()) != x.rank()) fail("transpose", "permutation rank mismatch");
-  Dims dims;
+  TensorType t{x.dtype(), {}};
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) {
     check_dim("transpose", perm[i], x.rank());
-    dims.push_back(x.dims()[perm[i]]);
+    t.dims.push_back(x.dims()[perm[i]]);
+    if (x.type.is_dynamic(perm[i])) t.dynamic |= 1u << i;
     identity &= perm[i] == static_cast<int64_t>(i);
   }
   if (identity) return x;
-  return op("stablehlo.transpose", {x}, TensorType{x.dtype(), dims}, "permutation = " + i64_array(perm));
+  Dynamic ok(*this);
+  return op("stablehlo.transpose", {x}, t, "permutation = " + i64_array(perm));
 }
 
 Value Builder::broadcast_in_dim(Value x, const Dims& dims, const Dims& broadcast_dims) {
@@ -238,8 +275,11 @@ Value Builder::broadcast_in_dim(Value x, const Dims& dims, const Dims& broadcast
     for (size_t i = 0; i < broadcast_dims.size(); ++i) identity &= broadcast_dims[i] == static_cast<int64_t>(i);
     if (identity) return x;
   }
-  return op("stablehlo.broadcast_in_dim", {x}, TensorType{x.dtype(), dims},
-            "broadcast_dimensions = " + i64_array(broadcast_dims));
+  TensorType t{x.dtype(), dims};
+  for (size_t i = 0; i < broadcast_dims.size(); ++i)
+    if (x.type.is_dynamic(i)) t.dynamic |= 1u << broadcast_dims[i];
+  Dynamic ok(*this);
+  return op("stablehlo.broadcast_in_dim", {x}, t, "broadcast_dimensions = " + i64_array(broadcast_dims));
 }
 
 Value Builder::broadcast_to(Value x, const Dims& dims) {
@@ -258,7 +298,12 @@ Value Builder::slice(Value x, const Dims& start, const Dims& limit, const Dims& 
     dims.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
   }
   if (dims == x.dims()) return x;
-  return op("stablehlo.slice", {x}, TensorType{x.dtype(), dims},
+  TensorType t{x.dtype(), dims, x.type.dynamic};
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (x.type.is_dynamic(i) && (start[i] != 0 || limit[i] != x.dims()[i] || strides[i] != 1))
+      fail("slice", "cannot slice the shape-bucketed dim " + std::to_string(i) + " of " + x.type.str());
+  Dynamic ok(*this);
+  return op("stablehlo.slice", {x}, t,
             "start_indices = " + i64_array(start) + ", limit_indices = " + i64_array(limit) +
                 ", strides = " + i64_array(strides));
 }
@@ -277,15 +322,25 @@ Value Builder::pad(Value x, Value pad_value, const Dims& low, const Dims& high, 
 Value Builder::concatenate(const std::vector<Value>& xs, int64_t dim) {
   if (xs.empty()) fail("concatenate", "no inputs");
   if (xs.size() == 1) return xs[0];
-  Dims dims = xs[0].dims();
+  TensorType t{xs[0].dtype(), xs[0].dims()};
   check_dim("concatenate", dim, xs[0].rank());
-  dims[dim] = 0;
+  t.dims[dim] = 0;
   for (const auto& x : xs) {
     if (x.rank() != xs[0].rank() || x.dtype() != xs[0].dtype()) fail("concatenate", "operands differ in rank or dtype");
-    dims[dim] += x.dims()[dim];
+    t.dims[dim] += x.dims()[dim];
+    t.dynamic |= x.type.dynamic;
   }
-  return op("stablehlo.concatenate", xs, TensorType{xs[0].dtype(), dims},
-            "dimension = " + std::to_string(dim) + " : i64");
+  // XLA's dynamic padder takes dynamic operands first, static ones after,
+  // all alike outside `dim`; anything else aborts its compiler.
+  bool seen_static = false;
+  const uint32_t outside = t.dynamic & ~(1u << dim);
+  for (const auto& x : xs) {
+    if (t.dynamic && ((x.type.dynamic & ~(1u << dim)) != outside || (seen_static && x.type.dynamic)))
+      fail("concatenate", "takes dynamic operands only before static ones, alike outside the concatenated dim");
+    seen_static |= !x.type.is_dynamic(dim);
+  }
+  Dynamic ok(*this);
+  return op("stablehlo.concatenate", xs, t, "dimension = " + std::to_string(dim) + " : i64");
 }
 
 Value Builder::dynamic_slice(Value x, const std::vector<Value>& starts, const Dims& sizes) {
@@ -300,14 +355,40 @@ Value Builder::dynamic_update_slice(Value x, Value update, const std::vector<Val
   return op("stablehlo.dynamic_update_slice", operands, x.type);
 }
 
-Value Builder::unary(std::string_view op_name, Value x) { return op(op_name, {x}, x.type); }
+Value Builder::set_dimension_size(Value x, Value size, int64_t dim) {
+  check_dim("set_dimension_size", dim, x.rank());
+  if (x.type.is_dynamic(dim) || !(size.type == TensorType{DType::I32, {}}))
+    fail("set_dimension_size", "takes a static dim and a rank-0 i32 size");
+  TensorType t = x.type;
+  t.dynamic |= 1u << dim;
+  Dynamic ok(*this);
+  return op("stablehlo.set_dimension_size", {x, size}, t, "dimension = " + std::to_string(dim) + " : i64");
+}
+
+Value Builder::to_static(Value x) {
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (!x.type.is_dynamic(d)) continue;
+    TensorType t = x.type;
+    t.dynamic &= ~(1u << d);
+    Value bound = constant(static_cast<double>(x.dims()[d]), DType::I32);
+    Dynamic ok(*this);
+    x = op("stablehlo.set_dimension_size", {x, bound}, t, "dimension = " + std::to_string(d) + " : i64");
+  }
+  return x;
+}
+
+Value Builder::unary(std::string_view op_name, Value x) {
+  Dynamic ok(*this);
+  return op(op_name, {x}, x.type);
+}
 
 Value Builder::binary(std::string_view op_name, Value a, Value b) {
   if (a.dtype() != b.dtype()) fail(op_name, "operand dtypes differ: " + a.type.str() + " vs " + b.type.str());
   Dims dims = broadcast_shapes(a.dims(), b.dims());
   a = broadcast_to(a, dims);
   b = broadcast_to(b, dims);
-  return op(op_name, {a, b}, TensorType{a.dtype(), dims});
+  Dynamic ok(*this);
+  return op(op_name, {a, b}, TensorType{a.dtype(), dims, a.type.dynamic | b.type.dynamic});
 }
 
 Value Builder::compare(Value a, Value b, std::string_view direction) {
@@ -315,7 +396,8 @@ Value Builder::compare(Value a, Value b, std::string_view direction) {
   Dims dims = broadcast_shapes(a.dims(), b.dims());
   a = broadcast_to(a, dims);
   b = broadcast_to(b, dims);
-  return op("stablehlo.compare", {a, b}, TensorType{DType::Bool, dims},
+  Dynamic ok(*this);
+  return op("stablehlo.compare", {a, b}, TensorType{DType::Bool, dims, a.type.dynamic | b.type.dynamic},
             "comparison_direction = #stablehlo<comparison_direction " + std::string(direction) +
                 ">, compare_type = #stablehlo<comparison_type " + std::string(comparison_type(a.dtype())) + ">");
 }
@@ -323,9 +405,11 @@ Value Builder::compare(Value a, Value b, std::string_view direction) {
 Value Builder::select(Value pred, Value on_true, Value on_false) {
   if (on_true.dtype() != on_false.dtype()) fail("select", "branch dtypes differ");
   Dims dims = broadcast_shapes(broadcast_shapes(pred.dims(), on_true.dims()), on_false.dims());
-  return op("stablehlo.select",
-            {broadcast_to(convert(pred, DType::Bool), dims), broadcast_to(on_true, dims), broadcast_to(on_false, dims)},
-            TensorType{on_true.dtype(), dims});
+  Value p = broadcast_to(convert(pred, DType::Bool), dims), t = broadcast_to(on_true, dims),
+        f = broadcast_to(on_false, dims);
+  Dynamic ok(*this);
+  return op("stablehlo.select", {p, t, f},
+            TensorType{on_true.dtype(), dims, p.type.dynamic | t.type.dynamic | f.type.dynamic});
 }
 
 Value Builder::clamp(Value lo, Value x, Value hi) { return min(max(x, lo), hi); }
@@ -340,17 +424,23 @@ Value Builder::reduce(Value x, Value init, const Dims& dims, std::string_view co
 std::vector<Value> Builder::reduce_multi(const std::vector<Value>& xs, const std::vector<Value>& inits,
                                          const Dims& dims, const RegionFn& body) {
   Dims kept;
+  uint32_t dynamic = 0;
   for (int64_t i = 0; i < xs[0].rank(); ++i)
-    if (std::find(dims.begin(), dims.end(), i) == dims.end()) kept.push_back(xs[0].dims()[i]);
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) {
+      for (const auto& x : xs)
+        if (x.type.is_dynamic(i)) dynamic |= 1u << kept.size();
+      kept.push_back(xs[0].dims()[i]);
+    }
   for (int64_t d : dims) check_dim("reduce", d, xs[0].rank());
   Dims sorted = dims;
   std::sort(sorted.begin(), sorted.end());
   std::vector<TensorType> results, region_args;
-  for (const auto& x : xs) results.push_back(TensorType{x.dtype(), kept});
+  for (const auto& x : xs) results.push_back(TensorType{x.dtype(), kept, dynamic});
   for (int pass = 0; pass < 2; ++pass)
     for (const auto& x : xs) region_args.push_back(TensorType{x.dtype(), {}});
   std::vector<Value> operands = xs;
   operands.insert(operands.end(), inits.begin(), inits.end());
+  Dynamic ok(*this);
   return op_multi("stablehlo.reduce", operands, results, "dimensions = " + i64_array(sorted), {{region_args, body}});
 }
 
@@ -358,16 +448,21 @@ Value Builder::dot_general(Value a, Value b, const Dims& lb, const Dims& rb, con
                            DType result) {
   if (lb.size() != rb.size() || lc.size() != rc.size()) fail("dot_general", "dimension lists differ in length");
   Dims dims;
-  for (int64_t d : lb) dims.push_back(a.dims()[d]);
+  uint32_t dynamic = 0;
+  auto keep = [&](int64_t extent, bool dyn) {
+    if (dyn) dynamic |= 1u << dims.size();
+    dims.push_back(extent);
+  };
+  for (size_t i = 0; i < lb.size(); ++i) keep(a.dims()[lb[i]], a.type.is_dynamic(lb[i]) || b.type.is_dynamic(rb[i]));
   for (size_t i = 0; i < lc.size(); ++i)
     if (a.dims()[lc[i]] != b.dims()[rc[i]])
       fail("dot_general", "contracting dimensions differ: " + a.type.str() + " and " + b.type.str());
   for (int64_t i = 0; i < a.rank(); ++i)
     if (std::find(lb.begin(), lb.end(), i) == lb.end() && std::find(lc.begin(), lc.end(), i) == lc.end())
-      dims.push_back(a.dims()[i]);
+      keep(a.dims()[i], a.type.is_dynamic(i));
   for (int64_t i = 0; i < b.rank(); ++i)
     if (std::find(rb.begin(), rb.end(), i) == rb.end() && std::find(rc.begin(), rc.end(), i) == rc.end())
-      dims.push_back(b.dims()[i]);
+      keep(b.dims()[i], b.type.is_dynamic(i));
   std::string nums = "dot_dimension_numbers = #stablehlo.dot<";
   std::vector<std::string> parts;
   if (!lb.empty()) parts.push_back("lhs_batching_dimensions = " + dims_str(lb));
@@ -376,7 +471,8 @@ Value Builder::dot_general(Value a, Value b, const Dims& lb, const Dims& rb, con
   parts.push_back("rhs_contracting_dimensions = " + dims_str(rc));
   for (size_t i = 0; i < parts.size(); ++i) nums += (i ? ", " : "") + parts[i];
   nums += ">" + precision_attr(a.dtype());
-  return op("stablehlo.dot_general", {a, b}, TensorType{result, dims}, nums);
+  Dynamic ok(*this);
+  return op("stablehlo.dot_general", {a, b}, TensorType{result, dims, dynamic}, nums);
 }
 
 std::string Builder::precision_attr(DType operand) const {

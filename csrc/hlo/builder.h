@@ -26,15 +26,25 @@ using Dims = std::vector<int64_t>;
 // passes, one). The CPU plugin computes exact float32 for all three.
 enum class Precision : uint8_t { Default, High, Highest };
 
+// A tensor type. A dim whose bit is set in `dynamic` is bounded-dynamic:
+// `dims` holds its bound and the program carries its true size (shape
+// buckets, engine/bucket.h). Values with dynamic dims arise only from
+// set_dimension_size, and only the Builder methods that say so accept them
+// (the others throw BuildError, so an op that is not shape-generic can never
+// run on padding); to_static() pads them back to their bounds.
 struct TensorType {
   DType dtype = DType::F32;
   Dims dims;
+  uint32_t dynamic = 0;  // bit d: dim d is dynamic (dims[d] is its bound)
 
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  // Elements (at the bounds, for dynamic dims).
   int64_t numel() const;
-  // "tensor<2x3xf32>", or "tensor<f32>" for rank 0.
+  bool is_dynamic(int64_t d) const { return (dynamic >> d) & 1u; }
+  // "tensor<2x3xf32>", "tensor<f32>" for rank 0, and
+  // "tensor<2x?xf32, #stablehlo.bounds<?, 8>>" for a dynamic dim 1 bounded by 8.
   std::string str() const;
-  bool operator==(const TensorType& o) const { return dtype == o.dtype && dims == o.dims; }
+  bool operator==(const TensorType& o) const { return dtype == o.dtype && dims == o.dims && dynamic == o.dynamic; }
 };
 
 struct Value {
@@ -98,6 +108,12 @@ class Builder {
   Value concatenate(const std::vector<Value>& xs, int64_t dim);
   Value dynamic_slice(Value x, const std::vector<Value>& starts, const Dims& sizes);
   Value dynamic_update_slice(Value x, Value update, const std::vector<Value>& starts);
+  // Bounded dynamism: dim `dim` of x (static there) gets the true size
+  // `size` (a rank-0 i32 value, at most the dim's extent); to_static pads
+  // every dynamic dim back to its bound (what lies past the true size is
+  // unspecified).
+  Value set_dimension_size(Value x, Value size, int64_t dim);
+  Value to_static(Value x);
 
   // Elementwise. Operands must share a dtype; shapes broadcast NumPy-style.
   Value unary(std::string_view name, Value x);
@@ -162,6 +178,15 @@ class Builder {
 
  private:
   Precision precision_ = Precision::Default;
+  // Set while a method that types dynamic dims itself emits its op; every
+  // other op refuses dynamic operands (op_multi).
+  bool allow_dynamic_ = false;
+  struct Dynamic {
+    explicit Dynamic(Builder& b) : b(b), was(b.allow_dynamic_) { b.allow_dynamic_ = true; }
+    ~Dynamic() { b.allow_dynamic_ = was; }
+    Builder& b;
+    bool was;
+  };
   int next_id() { return next_id_++; }
   std::string& out() { return *blocks_.back(); }
   void emit_region(const std::vector<TensorType>& arg_types, const RegionFn& body);

@@ -205,6 +205,11 @@ struct Traits {
   // The glue registers kernels of its own for this op and its in-place form
   // (copy, copy_); the lowering serves them.
   bool own_kernel = false;
+  // Shape buckets (engine/bucket.h) may run it: its lowering is correct on
+  // operands whose dims are bounded-dynamic, because it never turns a dim's
+  // extent into a value (no mean's divisor, no iota mask, no flip) and
+  // builds only ops that type dynamic dims.
+  bool shape_generic = false;
 
   Traits& data_dependent(std::vector<int> results, int dim_arg = -1) {
     narrowed = std::move(results);
@@ -269,6 +274,10 @@ struct Traits {
   }
   Traits& glue_kernel() {
     own_kernel = true;
+    return *this;
+  }
+  Traits& generic() {
+    shape_generic = true;
     return *this;
   }
 };

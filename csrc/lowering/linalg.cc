@@ -256,9 +256,9 @@ std::vector<Entry> linalg_factor_lowerings();  // linalg_factor.cc
 
 std::vector<Entry> linalg_lowerings() {
   std::vector<Entry> entries = {
-      {"aten::mm", mm, Traits().out_dtype_same()},
-      {"aten::bmm", bmm},
-      {"aten::addmm", addmm},
+      {"aten::mm", mm, Traits().out_dtype_same().generic()},
+      {"aten::bmm", bmm, Traits().generic()},
+      {"aten::addmm", addmm, Traits().generic()},
       {"aten::baddbmm", baddbmm},
       {"aten::addbmm", addbmm},
       {"aten::mv", mv},

@@ -1378,8 +1378,8 @@ V rrelu_with_noise_backward(Context& cx) {
 
 std::vector<Entry> nn_lowerings() {
   return {
-      {"aten::_softmax", softmax, Traits().out_dtype_same()},
-      {"aten::_log_softmax", log_softmax, Traits().out_dtype_same()},
+      {"aten::_softmax", softmax, Traits().out_dtype_same().generic()},
+      {"aten::_log_softmax", log_softmax, Traits().out_dtype_same().generic()},
       {"aten::_softmax_backward_data", softmax_backward},
       {"aten::_log_softmax_backward_data", log_softmax_backward},
       {"aten::nll_loss_forward", nll_loss_forward},

@@ -1276,7 +1276,7 @@ V histc(Context& cx) {
 
 std::vector<Entry> shape_lowerings() {
   return {
-      {"aten::cat", cat, Traits().out_resized_first()},
+      {"aten::cat", cat, Traits().out_resized_first().generic()},
       {"aten::constant_pad_nd", constant_pad_nd},
       {"aten::flip", flip, Traits().out_dtype_same()},
       {"aten::roll", roll},

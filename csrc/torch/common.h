@@ -38,8 +38,10 @@ void resize_storage(const c10::Storage& storage, int64_t nbytes, hlo::DType dtyp
 c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex d);
 // A new contiguous tpu tensor whose storage takes `buffer` (may be null).
+// `capacity` > 0: the storage holds that many elements (a bucketed result's
+// buffer), the tensor its first ones.
 at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device,
-                      runtime::BufferPtr buffer = nullptr);
+                      runtime::BufferPtr buffer = nullptr, int64_t capacity = 0);
 
 // Seed and offset for one random op from the device's default generator or
 // the one given; advances the generator.

@@ -276,12 +276,15 @@ void follow_matmul_precision() {
                                                                               : hlo::Precision::Default);
 }
 
-at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device, runtime::BufferPtr buffer) {
+at::Tensor new_tensor(at::IntArrayRef sizes, at::ScalarType dtype, c10::DeviceIndex device, runtime::BufferPtr buffer,
+                      int64_t capacity) {
   c10::DeviceIndex saved = t_device;
   t_device = device;
-  at::Tensor t = at::detail::empty_generic(sizes, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           dtype, std::nullopt);
+  at::Tensor t = at::detail::empty_generic(capacity ? at::IntArrayRef{capacity} : sizes, &g_allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype, std::nullopt);
   t_device = saved;
+  // A bucketed result: a contiguous tensor at the start of a larger storage.
+  if (capacity) t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
   if (buffer) Engine::get().adopt(*slot_of(t), std::move(buffer), to_hlo(dtype));
   return t;
 }

@@ -187,6 +187,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     returns_ = schema.returns().size();
     returns_bool_ = returns_ == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::BoolType;
+    def_.shape_generic = traits_.shape_generic;
     prepare_ = prepare_fn(traits_.prepare);
     expand_masks_ = traits_.expand_masks && types_.size() > 1 && types_[1] == ArgType::OptTensorList;
     returns_list_ = returns_ > 0 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;

@@ -115,7 +115,8 @@ c10::SmallVector<at::Tensor, 4> fresh_tensors(const OpCall& call, const engine::
   std::vector<Slot*> slots;
   for (size_t k = 0; k < n; ++k) {
     const auto& t = (*r.types)[k];
-    out.push_back(new_tensor(t.dims, to_torch(t.dtype), call.device, r.deferred ? nullptr : r.buffers[k]));
+    const int64_t capacity = k < r.capacities.size() ? r.capacities[k] : 0;
+    out.push_back(new_tensor(t.dims, to_torch(t.dtype), call.device, r.deferred ? nullptr : r.buffers[k], capacity));
     if (r.deferred) slots.push_back(slot_of(out.back()));
   }
   if (r.deferred) Engine::get().join(call, slots, r);

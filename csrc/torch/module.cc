@@ -175,6 +175,9 @@ PYBIND11_MODULE(_C, m) {
     py::dict calls;
     for (const auto& [k, v] : mt.op_calls) calls[py::str(k)] = v;
     d["op_calls"] = calls;
+    py::dict by_name;
+    for (const auto& [k, v] : mt.compiles_by_name) by_name[py::str(k)] = v;
+    d["compiles_by_name"] = by_name;
     d["cached_programs"] = engine_or_raise().cache_size();
     d["regions"] = mt.regions;
     py::dict per_region;
@@ -186,6 +189,9 @@ PYBIND11_MODULE(_C, m) {
     d["flush_reasons"] = reasons;
     d["region_replays"] = mt.region_replays;
     d["graph_replays"] = mt.graph_replays;
+    d["bucket_hits"] = mt.bucket_hits;
+    d["padded_elements"] = mt.padded_elements;
+    d["bucket_refusals"] = mt.bucket_refusals;
     py::dict disk;
     disk["enabled"] = engine_or_raise().disk_cache().enabled();
     disk["host_hits"] = mt.disk.host_hits;

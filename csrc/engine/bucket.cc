@@ -1,0 +1,187 @@
+#include "engine/bucket.h"
+
+#include "engine/cache.h"
+
+namespace torch_pjrt::engine {
+
+using hlo::TensorType;
+using hlo::Value;
+
+int64_t bucket_of(int64_t n) {
+  if (n > kBucketCap) return (n + kBucketCap - 1) / kBucketCap * kBucketCap;
+  int64_t b = 1;
+  while (b < n) b *= 2;
+  return b;
+}
+
+bool ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
+  if (!call.op->shape_generic) return false;
+  for (const auto& t : call.targets)
+    if (t.slot) return false;
+  thread_local std::vector<int64_t> shapes;
+  shapes.clear();
+  const uint64_t h = shape_free_hash(call, shapes);
+  std::lock_guard<std::mutex> g(mu_);
+  if (records_.size() > 65536) records_.clear();
+  auto [it, first] = records_.try_emplace(h);
+  Record& r = it->second;
+  if (first || r.last.size() != shapes.size()) {
+    r.last = shapes;
+    r.seen.assign(shapes.size() * kDistinct, kNone);
+    r.dynamic.assign(shapes.size(), 0);
+    for (size_t i = 0; i < shapes.size(); ++i) r.seen[i * kDistinct] = shapes[i];
+    return false;
+  }
+  // A position is dynamic once it took more than kDistinct values, or a
+  // value one off a value it took (a length that grows by one, a sweep over
+  // lengths, a short last batch). Layers of a few fixed widths, which one op
+  // structure serves in turn, stay exact.
+  bool changed = false;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (r.dynamic[i] || shapes[i] == r.last[i]) continue;
+    int64_t* seen = &r.seen[i * kDistinct];
+    int k = 0;
+    bool adjacent = false;
+    for (; k < kDistinct && seen[k] != kNone && seen[k] != shapes[i]; ++k)
+      adjacent |= seen[k] == shapes[i] - 1 || seen[k] == shapes[i] + 1;
+    if (k < kDistinct && seen[k] == shapes[i]) continue;  // seen before
+    if (k == kDistinct || adjacent)
+      r.dynamic[i] = 1;
+    else
+      seen[k] = shapes[i];
+  }
+  // A view's strides follow its sizes: once a size is dynamic, so is every
+  // stride that changed.
+  bool sizes_dynamic = false;
+  size_t at = 0;
+  for_each_ref(call, [&](const TensorRef& ref, bool) {
+    if (!ref.slot) return;
+    const size_t rank = ref.view.sizes.size();
+    for (size_t d = 0; d < rank; ++d) sizes_dynamic |= r.dynamic[at + d] != 0;
+    at += 2 * rank + 1;
+  });
+  at = 0;
+  for_each_ref(call, [&](const TensorRef& ref, bool) {
+    if (!ref.slot) return;
+    const size_t rank = ref.view.sizes.size();
+    for (size_t d = 0; d < rank; ++d) {
+      size_t i = at + rank + d;
+      if (sizes_dynamic && shapes[i] != r.seen[i * kDistinct]) r.dynamic[i] = 1;
+    }
+    at += 2 * rank + 1;
+  });
+  for (uint8_t d : r.dynamic) changed |= d != 0;
+  r.last = shapes;
+  if (!changed || r.refused) return false;
+
+  plan.structure = h;
+  plan.refs.clear();
+  size_t pos = 0;
+  bool any = false, ok = true;
+  for_each_ref(call, [&](const TensorRef& ref, bool) {
+    BucketedRef b;
+    if (ref.slot) {
+      const ViewSpec& v = ref.view;
+      const size_t rank = v.sizes.size();
+      b.padded = v.sizes;
+      // Read bucketed when a dynamic size is off its bucket or a dynamic
+      // stride steps over more than one element; otherwise the exact
+      // program of these sizes serves every call (a one-token step).
+      for (size_t d = 0; d < rank; ++d) {
+        if (r.dynamic[pos + rank + d] && v.sizes[d] > 1) b.dynamic = true;
+        if (!r.dynamic[pos + d]) continue;
+        if (rank > 32 || v.sizes[d] == 0) ok = false;
+        b.dynamic_sizes |= 1u << d;
+        b.padded[d] = bucket_of(v.sizes[d]);
+        if (b.padded[d] != v.sizes[d]) b.dynamic = true;
+      }
+      if (!b.dynamic) {
+        b.dynamic_sizes = 0;
+        b.padded = v.sizes;
+      }
+      if (b.dynamic && v.numel() == 0) ok = false;
+      pos += 2 * rank + 1;
+    }
+    any |= b.dynamic;
+    plan.refs.push_back(std::move(b));
+  });
+  return any && ok;
+}
+
+void ShapeHistory::refuse(uint64_t structure) {
+  std::lock_guard<std::mutex> g(mu_);
+  records_[structure].refused = true;
+}
+
+namespace {
+
+// Element `k` of the rank-1 i64 value `v`, as a rank-0 value.
+Value element(hlo::Builder& b, Value v, int64_t k) { return b.reshape(b.slice(v, {k}, {k + 1}, {1}), {}); }
+
+}  // namespace
+
+Value read_bucketed_view(hlo::Builder& b, Value flat, const BucketedRef& ref, Value shape, Value offset) {
+  const int64_t rank = static_cast<int64_t>(ref.padded.size());
+  const TensorType index_type{DType::I64, ref.padded};
+  Value index = b.broadcast_in_dim(offset, ref.padded, {});
+  for (int64_t d = 0; d < rank; ++d) {
+    Value stride = b.broadcast_in_dim(element(b, shape, rank + d), ref.padded, {});
+    index = b.add(index, b.mul(b.iota(index_type, d), stride));
+  }
+  hlo::Dims index_dims = ref.padded;
+  index_dims.push_back(1);
+  // Indices past the true sizes are clamped into the storage: they read
+  // padding, which the dims' true sizes hide.
+  Value v = b.gather(flat, b.reshape(index, index_dims), {}, {0}, {0}, {1}, ref.padded);
+  for (int64_t d = 0; d < rank; ++d)
+    if ((ref.dynamic_sizes >> d) & 1u) v = b.set_dimension_size(v, b.convert(element(b, shape, d), DType::I32), d);
+  return v;
+}
+
+TensorType capacity_of(const TensorType& r, const hlo::Dims& buckets) {
+  TensorType t = r;
+  for (int64_t d = 0; d < r.rank(); ++d)
+    if (r.is_dynamic(d)) t.dims[d] = buckets.at(d);
+  return t;
+}
+
+Value compact_bucketed_result(hlo::Builder& b, Value r, Value sizes, const hlo::Dims& buckets) {
+  const int64_t rank = r.rank();
+  int first = -1, count = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    if (r.type.is_dynamic(d)) {
+      if (first < 0) first = static_cast<int>(d);
+      ++count;
+    }
+  Value padded = b.to_static(r);
+  // To the buckets: the true sizes fit them, so cutting loses nothing.
+  const TensorType target = capacity_of(r.type, buckets);
+  hlo::Dims zero(rank, 0), one(rank, 1), high(rank, 0), limit = padded.dims();
+  bool cut = false, grow = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (target.dims[d] < limit[d]) limit[d] = target.dims[d], cut = true;
+    if (target.dims[d] > padded.dims()[d]) high[d] = target.dims[d] - padded.dims()[d], grow = true;
+  }
+  if (cut) padded = b.slice(padded, zero, limit, one);
+  if (grow) padded = b.pad(padded, b.constant(0, padded.dtype()), zero, high, zero);
+  const int64_t cap = padded.type.numel();
+  bool prefix = count == 1;  // one dynamic dim with only size-1 dims before it
+  for (int d = 0; d < first; ++d) prefix &= padded.dims()[d] == 1;
+  if (prefix) return b.reshape(padded, {cap});
+  // Element i of the flat result is the padded element at i's multi-index
+  // in the true sizes (row-major).
+  const TensorType flat_index{DType::I64, {cap}};
+  Value rest = b.iota(flat_index, 0);
+  std::vector<Value> index(rank);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    Value size = b.broadcast_in_dim(element(b, sizes, d), {cap}, {});
+    index[d] = d == 0 ? rest : b.binary("stablehlo.remainder", rest, size);
+    if (d > 0) rest = b.div(rest, size);
+  }
+  for (auto& v : index) v = b.reshape(v, {cap, 1});
+  hlo::Dims all, ones(rank, 1);
+  for (int64_t d = 0; d < rank; ++d) all.push_back(d);
+  return b.gather(padded, b.concatenate(index, 1), {}, all, all, ones, {cap});
+}
+
+}  // namespace torch_pjrt::engine

@@ -1,0 +1,109 @@
+// Shape buckets: a size that changes from call to call compiles O(log n)
+// programs, not n.
+//
+// A decode loop appends one token to its KV cache per step, so the same op
+// (cat, the attention matmuls, softmax) sees a new sequence length on every
+// call, and exact programs would compile once per length. ShapeHistory
+// watches each op structure with its sizes and strides left out (the
+// shape-free structure): once a size of one of its views has taken a
+// value one off an earlier one (a KV cache growing by a token, a sweep over
+// lengths) or more than eight values, that size is dynamic for
+// good, with the strides that changed with it, and a call whose exact
+// program is not compiled already runs bucketed:
+//   - its key holds each dynamic size rounded up to its bucket (bucket_of),
+//     never the size itself, and no dynamic stride;
+//   - the program reads such a view at its bucketed sizes with a gather
+//     whose indices come from the true sizes, strides and offset (runtime
+//     parameters), then marks the bucketed dims with their true sizes
+//     (stablehlo.set_dimension_size), so XLA's reductions, softmax,
+//     dot_general and concatenate respect the true extent and padding never
+//     reaches a value;
+//   - a fresh result with dynamic dims is padded to its bounds and written
+//     into a flat buffer in the row-major order of its true sizes (another
+//     runtime parameter), so the tensor is a plain contiguous tensor whose
+//     storage is larger than its elements (its capacity: the elements at
+//     the bounds). Later bucketed calls read that storage through its
+//     capacity, which is also bucketed, so their keys stay fixed.
+// Only ops whose lowering is shape-generic (Traits::shape_generic) run
+// bucketed, and only calls that write no existing storage. The builder
+// refuses dynamic operands in every op that does not type them
+// (hlo/builder.h), a result whose static dims differ from the exact call's
+// is refused too, and a refused structure runs exact programs from then on.
+//
+// Thread-safety: ShapeHistory guards itself; the rest are plain functions.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/call.h"
+#include "hlo/builder.h"
+
+namespace torch_pjrt::engine {
+
+// Bucket sizes: powers of two up to kBucketCap, then multiples of it.
+constexpr int64_t kBucketCap = 4096;
+int64_t bucket_of(int64_t n);
+
+// How a bucketed program reaches one tensor reference of its call.
+struct BucketedRef {
+  // Read with runtime sizes and strides (a ViewShape parameter) at `padded`
+  // sizes; false: read exactly as an exact program would.
+  bool dynamic = false;
+  uint32_t dynamic_sizes = 0;  // bit d: dim d is bucketed
+  hlo::Dims padded;            // the sizes, bucketed dims at their bucket
+};
+
+// A call's bucketing: per tensor reference, in for_each_ref order.
+struct BucketPlan {
+  uint64_t structure = 0;  // the call's shape-free hash (ShapeHistory)
+  std::vector<BucketedRef> refs;
+  // Per fresh result: its exact sizes, each rounded up to its bucket. A
+  // dynamic result dim is padded to this (the storage's capacity follows
+  // the true size's bucket, so the next step's reader sees the capacity of
+  // its own bucket).
+  std::vector<hlo::Dims> results;
+};
+
+class ShapeHistory {
+ public:
+  // Records the sizes, strides and storage sizes of `call`'s views. Returns
+  // true, with `plan` filled, when the call should run bucketed: its op is
+  // shape-generic, it writes no existing storage, a size or stride of one
+  // of its views changed since an earlier call of its shape-free structure,
+  // no bucketed size is 0, and bucketing was not refused for the structure.
+  bool observe(const OpCall& call, BucketPlan& plan);
+  // Runs `structure` exact from now on (a bucketed lowering or compile of it
+  // failed).
+  void refuse(uint64_t structure);
+
+ private:
+  static constexpr int kDistinct = 8;
+  static constexpr int64_t kNone = INT64_MIN;
+  struct Record {
+    std::vector<int64_t> last;     // per reference: sizes, strides, storage elements
+    std::vector<int64_t> seen;     // per position of `last`: the first kDistinct values it took (kNone: none)
+    std::vector<uint8_t> dynamic;  // per position of `last`
+    bool refused = false;
+  };
+  std::mutex mu_;
+  std::unordered_map<uint64_t, Record> records_;
+};
+
+// The view of `ref` (true sizes and strides in `shape`, i64[2 * rank];
+// rank-0 i64 `offset`) read from the flat storage value `flat`: a value of
+// ref.padded sizes whose bucketed dims carry their true sizes.
+hlo::Value read_bucketed_view(hlo::Builder& b, hlo::Value flat, const BucketedRef& ref, hlo::Value shape,
+                              hlo::Value offset);
+// A result `r` with dynamic dims padded (or cut) to `buckets` in those dims,
+// as one flat buffer: first the true result's elements in row-major order of
+// its true sizes `sizes` (i64[rank]), then unspecified ones. Its length is
+// the elements at those sizes (capacity_of).
+hlo::Value compact_bucketed_result(hlo::Builder& b, hlo::Value r, hlo::Value sizes, const hlo::Dims& buckets);
+// r's dims with its dynamic ones at `buckets`.
+hlo::TensorType capacity_of(const hlo::TensorType& r, const hlo::Dims& buckets);
+
+}  // namespace torch_pjrt::engine

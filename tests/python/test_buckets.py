@@ -1,0 +1,125 @@
+"""Shape buckets: an op whose sizes change call after call compiles one program per bucket, not per size.
+
+Every test compares with CPU PyTorch on the same inputs; the compile counts come from
+torch_pjrt.metrics() ("compiles_by_name" counts the compiles of each op's one-op programs).
+"""
+
+import math
+
+import pytest
+import torch
+
+import torch_pjrt
+
+TPU = torch.device("tpu")
+
+
+@pytest.fixture(params=["strict", "debug"])
+def mode(request):
+    with torch_pjrt.eager_mode(request.param):
+        torch_pjrt.reset_metrics()
+        yield request.param
+
+
+def close(actual, expected, tol=1e-5):
+    assert actual.device.type == "tpu"
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.cpu(), expected, rtol=tol, atol=tol)
+
+
+def attention_decode(device, keys, values, queries):
+    """One head group's greedy-decode attention with a KV cache grown by torch.cat each step."""
+    kc, vc = keys[0].to(device), values[0].to(device)
+    outs = []
+    for k, v, q in zip(keys[1:], values[1:], queries):
+        kc = torch.cat([kc, k.to(device)], dim=2)
+        vc = torch.cat([vc, v.to(device)], dim=2)
+        att = (q.to(device) @ kc.transpose(-2, -1)) * (1.0 / math.sqrt(kc.size(-1)))
+        outs.append(torch.softmax(att, dim=-1) @ vc)
+    return outs
+
+
+def test_a_kv_cache_decode_compiles_a_bucket_per_octave(mode):
+    steps, prompt, heads, dim = 128, 8, 4, 16
+    g = torch.Generator().manual_seed(0)
+    keys = [torch.randn(1, heads, prompt, dim, generator=g)] + [
+        torch.randn(1, heads, 1, dim, generator=g) for _ in range(steps)
+    ]
+    values = [torch.randn(1, heads, prompt, dim, generator=g)] + [
+        torch.randn(1, heads, 1, dim, generator=g) for _ in range(steps)
+    ]
+    queries = [torch.randn(1, heads, 1, dim, generator=g) for _ in range(steps)]
+    expected = attention_decode("cpu", keys, values, queries)
+    torch_pjrt.reset_metrics()
+    actual = attention_decode(TPU, keys, values, queries)
+    for a, e in zip(actual, expected):
+        close(a, e)
+    met = torch_pjrt.metrics()
+    by_name = met["compiles_by_name"]
+    # Each op structure: at most log2(128) + 4 programs (the cache grows from 9 to 136).
+    budget = int(math.log2(steps)) + 4
+    assert by_name.get("aten::cat", 0) <= budget, by_name
+    assert by_name.get("aten::_softmax", 0) <= budget, by_name
+    assert by_name.get("aten::bmm", 0) <= 2 * budget, by_name  # q @ k^T and att @ v
+    assert met["bucket_hits"] > 5 * steps
+    assert met["padded_elements"] > 0
+
+
+def test_bucketed_ops_match_cpu_at_every_length(mode):
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(8, 5, generator=g)
+    for n in range(5, 40, 3):
+        a = torch.randn(3, n, 8, generator=g)
+        b = torch.randn(3, n, 8, generator=g)
+        row = torch.randn(8, generator=g)
+        x, y, wt, r = a.to(TPU), b.to(TPU), w.to(TPU), row.to(TPU)
+        close(torch.softmax(x, dim=1), torch.softmax(a, dim=1))
+        close(torch.log_softmax(x.transpose(1, 2), dim=-1), torch.log_softmax(a.transpose(1, 2), dim=-1))
+        close(torch.cat([x, y], dim=1), torch.cat([a, b], dim=1))
+        close(torch.cat([x, y[:, :2]], dim=1), torch.cat([a, b[:, :2]], dim=1))
+        close(torch.bmm(x, y.transpose(1, 2)), torch.bmm(a, b.transpose(1, 2)))
+        close(torch.bmm(x.transpose(1, 2), y), torch.bmm(a.transpose(1, 2), b))
+        close(x[0] @ wt, a[0] @ w)
+        close(torch.addmm(r[:5], x[1], wt), torch.addmm(row[:5], a[1], w))
+        close(x * 0.5 + r, a * 0.5 + row)
+        close(torch.tanh(x[:, ::2]), torch.tanh(a[:, ::2]))
+        close(torch.nn.functional.gelu(x - y), torch.nn.functional.gelu(a - b))
+        close(torch.where(x > 0, x, y), torch.where(a > 0, a, b))
+        close(x.masked_fill(y > 0.5, -1.0), a.masked_fill(b > 0.5, -1.0))
+        close(x.transpose(0, 1).clone(), a.transpose(0, 1).clone())
+        close((x.to(torch.float64) * 2).exp(), (a.to(torch.float64) * 2).exp(), tol=1e-12)
+        ix, ib = (a * 10).to(torch.int64), (b * 10).to(torch.int64)
+        assert torch.equal((ix.to(TPU) + ib.to(TPU)).cpu(), ix + ib)
+    assert torch_pjrt.metrics()["bucket_hits"] > 0
+
+
+def test_a_bucketed_result_is_a_plain_tensor(mode):
+    g = torch.Generator().manual_seed(2)
+    outs = []
+    for n in range(10, 20):
+        a = torch.randn(2, n, generator=g)
+        outs.append((a, torch.softmax(a.to(TPU), dim=-1)))
+    assert torch_pjrt.metrics()["bucket_hits"] > 0
+    for a, y in outs:
+        expected = torch.softmax(a, dim=-1)
+        assert y.is_contiguous() and y.shape == a.shape
+        close(y, expected)
+        assert y.untyped_storage().nbytes() >= y.numel() * y.element_size()
+        close(y.sum(dim=1), expected.sum(dim=1))
+        close(y.view(-1)[1:], expected.view(-1)[1:])
+        close(y.t().contiguous(), expected.t().contiguous())
+        y.add_(1)
+        close(y, expected + 1)
+
+
+def test_buckets_off_runs_exact_programs():
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, torch_pjrt\n"
+        "for n in range(5, 15): torch.softmax(torch.randn(2, n).to('tpu'), -1).cpu()\n"
+        "m = torch_pjrt.metrics(); assert m['bucket_hits'] == 0, m\n"
+    )
+    env = dict(__import__("os").environ, TORCH_PJRT_SHAPE_BUCKETS="0")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
