@@ -1,6 +1,8 @@
 // Builder behaviour the lowerings rely on, checked on the CPU plugin.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "harness.h"
 
 namespace torch_pjrt {
@@ -50,6 +52,61 @@ TEST(Builder, PrecisionConfigOfFloat32Dots) {
         EXPECT_NE(text.find(want), std::string::npos) << text;
       EXPECT_NO_THROW(testing::client().compile(text, 0));
     }
+  }
+}
+
+// Bounded dynamism (shape buckets): the type text, the ops that take dynamic
+// operands, and a softmax over a padded row that runs on the CPU plugin and
+// ignores what lies past the true size.
+TEST(Builder, DynamicDimTypeText) {
+  hlo::TensorType t{DType::F32, {4, 128}, 0b10};
+  EXPECT_EQ(t.str(), "tensor<4x?xf32, #stablehlo.bounds<?, 128>>");
+  EXPECT_EQ(t.numel(), 512);
+}
+
+TEST(Builder, OpsWithoutDynamicTypingRefuseDynamicOperands) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {4, 8}});
+  auto n = b.parameter({DType::I32, {}});
+  auto d = b.set_dimension_size(x, n, 1);
+  EXPECT_EQ(d.type.str(), "tensor<4x?xf32, #stablehlo.bounds<?, 8>>");
+  EXPECT_EQ(b.add(d, x).type.dynamic, 0b10u);
+  EXPECT_EQ(b.reduce(d, b.constant(0, DType::F32), {0}, "stablehlo.add").type.dynamic, 0b1u);
+  EXPECT_EQ(b.transpose(d, {1, 0}).type.dynamic, 0b1u);
+  EXPECT_EQ(b.reshape(d, {1, 4, 8}).type.dynamic, 0b100u);
+  EXPECT_THROW(b.reshape(d, {32}), hlo::BuildError);
+  EXPECT_THROW(b.slice(d, {0, 0}, {4, 4}, {1, 1}), hlo::BuildError);
+  EXPECT_THROW(b.take_along(d, b.parameter({DType::I64, {2}}), 0), hlo::BuildError);
+  EXPECT_THROW(b.iota(d.type, 0), hlo::BuildError);
+  // XLA's dynamic padder aborts on a static operand before a dynamic one.
+  EXPECT_THROW(b.concatenate({x, d}, 1), hlo::BuildError);
+  EXPECT_EQ(b.concatenate({d, x}, 1).type.str(), "tensor<4x?xf32, #stablehlo.bounds<?, 16>>");
+  EXPECT_EQ(b.to_static(d).type.str(), "tensor<4x8xf32>");
+}
+
+TEST(Builder, SoftmaxOverADynamicDimIgnoresPadding) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {2, 8}});
+  auto n = b.parameter({DType::I32, {}});
+  auto d = b.set_dimension_size(x, n, 1);
+  auto m = b.broadcast_in_dim(b.reduce(d, b.constant(-1e30, DType::F32), {1}, "stablehlo.maximum"), {2, 8}, {0});
+  auto e = b.exp(b.sub(d, m));
+  auto s = b.broadcast_in_dim(b.reduce(e, b.constant(0, DType::F32), {1}, "stablehlo.add"), {2, 8}, {0});
+  b.set_results({b.to_static(b.div(e, s))});
+  auto exe = testing::client().compile(b.module_text(), 0);
+  for (int32_t size : {1, 3, 8}) {
+    float in[16], out[16];
+    for (int i = 0; i < 16; ++i) in[i] = (i % 8) < size ? static_cast<float>(i % 8) : 1000.f;
+    auto bx = testing::client().from_host(in, runtime::ElementType::F32, {2, 8}, 0);
+    auto bn = testing::client().from_host(&size, runtime::ElementType::S32, {}, 0);
+    exe->execute({bx->get(), bn->get()})[0]->to_host(out, sizeof out);
+    double total = 0, expected_sum = 0;
+    for (int j = 0; j < size; ++j) expected_sum += std::exp(static_cast<double>(j));
+    for (int j = 0; j < size; ++j) {
+      EXPECT_NEAR(out[j], std::exp(static_cast<double>(j)) / expected_sum, 1e-6) << size;
+      total += out[j];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5) << size;
   }
 }
 
