@@ -14,10 +14,7 @@ int64_t bucket_of(int64_t n) {
   return b;
 }
 
-bool ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
-  if (!call.op->shape_generic) return false;
-  for (const auto& t : call.targets)
-    if (t.slot) return false;
+Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
   thread_local std::vector<int64_t> shapes;
   shapes.clear();
   const uint64_t h = shape_free_hash(call, shapes);
@@ -30,15 +27,28 @@ bool ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
     r.seen.assign(shapes.size() * kDistinct, kNone);
     r.dynamic.assign(shapes.size(), 0);
     for (size_t i = 0; i < shapes.size(); ++i) r.seen[i * kDistinct] = shapes[i];
-    return false;
+    return Shapes::Static;
   }
   // A position is dynamic once it took more than kDistinct values, or a
   // value one off a value it took (a length that grows by one, a sweep over
   // lengths, a short last batch). Layers of a few fixed widths, which one op
   // structure serves in turn, stay exact.
-  bool changed = false;
+  size_t at = 0;
+  // Only sizes follow these rules. Strides become dynamic with the sizes
+  // (below), and storage sizes never do: the tensors that one op structure
+  // serves have storages of many sizes (an optimizer over its parameters).
+  thread_local std::vector<uint8_t> is_size;
+  is_size.assign(shapes.size(), 0);
+  at = 0;
+  for_each_ref(call, [&](const TensorRef& ref, bool) {
+    if (!ref.slot) return;
+    const size_t rank = ref.view.sizes.size();
+    for (size_t d = 0; d < rank; ++d) is_size[at + d] = 1;
+    at += 2 * rank + 1;
+  });
+  bool any_dynamic = false;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    if (r.dynamic[i] || shapes[i] == r.last[i]) continue;
+    if (r.dynamic[i] || !is_size[i] || shapes[i] == r.last[i]) continue;
     int64_t* seen = &r.seen[i * kDistinct];
     int k = 0;
     bool adjacent = false;
@@ -53,7 +63,7 @@ bool ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
   // A view's strides follow its sizes: once a size is dynamic, so is every
   // stride that changed.
   bool sizes_dynamic = false;
-  size_t at = 0;
+  at = 0;
   for_each_ref(call, [&](const TensorRef& ref, bool) {
     if (!ref.slot) return;
     const size_t rank = ref.view.sizes.size();
@@ -70,9 +80,12 @@ bool ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
     }
     at += 2 * rank + 1;
   });
-  for (uint8_t d : r.dynamic) changed |= d != 0;
+  for (uint8_t d : r.dynamic) any_dynamic |= d != 0;
   r.last = shapes;
-  if (!changed || r.refused) return false;
+  if (!any_dynamic) return Shapes::Static;
+  bool writes = false;
+  for (const auto& t : call.targets) writes |= t.slot != nullptr;
+  if (writes || !call.op->shape_generic) return Shapes::Dynamic;
 
   plan.structure = h;
   plan.refs.clear();
@@ -105,12 +118,22 @@ bool ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
     any |= b.dynamic;
     plan.refs.push_back(std::move(b));
   });
-  return any && ok;
+  if (!any || !ok) return Shapes::Dynamic;
+  uint64_t pattern = kFnvBasis;
+  for (const BucketedRef& b : plan.refs) {
+    const int64_t w = b.dynamic ? int64_t{b.dynamic_sizes} + 1 : 0;
+    pattern = fnv_extend(pattern, &w, 1);
+  }
+  plan.pattern = pattern;
+  for (uint64_t p : r.refused)
+    if (p == pattern) return Shapes::Dynamic;
+  return Shapes::Bucketed;
 }
 
-void ShapeHistory::refuse(uint64_t structure) {
+void ShapeHistory::refuse(const BucketPlan& plan) {
   std::lock_guard<std::mutex> g(mu_);
-  records_[structure].refused = true;
+  auto it = records_.find(plan.structure);
+  if (it != records_.end() && it->second.refused.size() < 64) it->second.refused.push_back(plan.pattern);
 }
 
 namespace {

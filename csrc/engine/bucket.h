@@ -28,7 +28,9 @@
 // bucketed, and only calls that write no existing storage. The builder
 // refuses dynamic operands in every op that does not type them
 // (hlo/builder.h), a result whose static dims differ from the exact call's
-// is refused too, and a refused structure runs exact programs from then on.
+// is refused too, and a refused structure runs exact programs from then on
+// (per pattern of bucketed dims: cat(dynamic, static) may bucket where
+// cat(static, dynamic) is refused).
 //
 // Thread-safety: ShapeHistory guards itself; the rest are plain functions.
 #pragma once
@@ -60,6 +62,7 @@ struct BucketedRef {
 // A call's bucketing: per tensor reference, in for_each_ref order.
 struct BucketPlan {
   uint64_t structure = 0;  // the call's shape-free hash (ShapeHistory)
+  uint64_t pattern = 0;    // which of its views' dims are bucketed
   std::vector<BucketedRef> refs;
   // Per fresh result: its exact sizes, each rounded up to its bucket. A
   // dynamic result dim is padded to this (the storage's capacity follows
@@ -68,26 +71,35 @@ struct BucketPlan {
   std::vector<hlo::Dims> results;
 };
 
+// What ShapeHistory::observe found for a call.
+enum class Shapes : uint8_t {
+  Static,    // no size of its shape-free structure changed
+  Dynamic,   // a size changed, and the call runs exact
+  Bucketed,  // a size changed, and the call runs bucketed by its plan
+};
+
 class ShapeHistory {
  public:
-  // Records the sizes, strides and storage sizes of `call`'s views. Returns
-  // true, with `plan` filled, when the call should run bucketed: its op is
-  // shape-generic, it writes no existing storage, a size or stride of one
-  // of its views changed since an earlier call of its shape-free structure,
-  // no bucketed size is 0, and bucketing was not refused for the structure.
-  bool observe(const OpCall& call, BucketPlan& plan);
-  // Runs `structure` exact from now on (a bucketed lowering or compile of it
-  // failed).
-  void refuse(uint64_t structure);
+  // Records the sizes, strides and storage sizes of `call`'s views and says
+  // whether one of them changed since an earlier call of its shape-free
+  // structure. Bucketed, with `plan` filled, when the call can run
+  // bucketed: its op is shape-generic, it writes no existing storage, no
+  // bucketed size is 0, a dynamic view is off its exact program (see
+  // observe's body), and bucketing was not refused for the structure and
+  // its pattern of bucketed dims.
+  Shapes observe(const OpCall& call, BucketPlan& plan);
+  // Runs calls of `plan`'s structure with its pattern of bucketed dims
+  // exact from now on (their bucketed lowering or compile is refused).
+  void refuse(const BucketPlan& plan);
 
  private:
   static constexpr int kDistinct = 8;
   static constexpr int64_t kNone = INT64_MIN;
   struct Record {
-    std::vector<int64_t> last;     // per reference: sizes, strides, storage elements
-    std::vector<int64_t> seen;     // per position of `last`: the first kDistinct values it took (kNone: none)
-    std::vector<uint8_t> dynamic;  // per position of `last`
-    bool refused = false;
+    std::vector<int64_t> last;      // per reference: sizes, strides, storage elements
+    std::vector<int64_t> seen;      // per position of `last`: the first kDistinct values it took (kNone: none)
+    std::vector<uint8_t> dynamic;   // per position of `last`
+    std::vector<uint64_t> refused;  // patterns (BucketPlan::pattern)
   };
   std::mutex mu_;
   std::unordered_map<uint64_t, Record> records_;

@@ -186,9 +186,12 @@ ProgramCache::ProgramCache() {
   if (env && std::atoi(env) > 0) capacity_ = static_cast<size_t>(std::atoi(env));
 }
 
-bool ProgramCache::contains(const ProgramKey& key) {
+std::shared_ptr<const CachedProgram> ProgramCache::find(const ProgramKey& key) {
   std::lock_guard<std::mutex> g(mu_);
-  return entries_.count(key) > 0;
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return it->second.program;
 }
 
 std::shared_ptr<const CachedProgram> ProgramCache::get(const ProgramKey& key, const Compile& compile, bool* hit) {

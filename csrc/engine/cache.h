@@ -95,8 +95,9 @@ class ProgramCache {
   // others wait for the first (and compile themselves if it threw, so each
   // sees its own error). `*hit` says whether this call found it ready.
   std::shared_ptr<const CachedProgram> get(const ProgramKey& key, const Compile& compile, bool* hit);
-  // Whether `key` has a compiled entry (one being compiled does not count).
-  bool contains(const ProgramKey& key);
+  // The compiled entry for `key`, or null (one being compiled is not
+  // waited for). Marks it recently used.
+  std::shared_ptr<const CachedProgram> find(const ProgramKey& key);
   size_t size();
   // The hex hash of every cached key (for diagnostics and tests).
   std::vector<std::string> key_hashes();

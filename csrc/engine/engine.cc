@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "engine/trace.h"
@@ -156,10 +157,21 @@ ProgramKey Engine::key_of(const OpCall& call) const {
   return key;
 }
 
+namespace {
+
+// What metrics()["compiles_by_name"] counts a program under: its op, or
+// "fused_region" for a program of several calls (a region or a graph).
+const std::string& program_name(const std::vector<const OpCall*>& calls) {
+  static const std::string region = "fused_region";
+  return calls.size() == 1 ? calls.front()->op->name : region;
+}
+
+}  // namespace
+
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                                      const std::vector<uint8_t>* dead, const BucketPlan* bucketed) {
   if (!disk_->enabled())
-    return compile_module(lower(calls, dead, bucketed), calls.front()->device, calls.front()->op->name);
+    return compile_module(lower(calls, dead, bucketed), calls.front()->device, program_name(calls));
   int device = calls.front()->device;
   std::string hex = key.hex();
   if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
@@ -181,10 +193,10 @@ std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, cons
   Program program = lower(calls, dead, bucketed);
   if (!read_finished) {
     bool from_shared = false;
-    entry = race(*read, key, hex, std::move(program), device, calls.front()->op->name, &from_shared);
+    entry = race(*read, key, hex, std::move(program), device, program_name(calls), &from_shared);
     if (from_shared) return entry;
   } else {
-    entry = compile_module(std::move(program), device, calls.front()->op->name);
+    entry = compile_module(std::move(program), device, program_name(calls));
   }
   disk_->count_miss();
   std::string summary = summarize(calls);
@@ -324,7 +336,8 @@ runtime::BufferPtr Engine::scalar_buffer(const uint8_t* bytes, DType dtype, int 
 }
 
 runtime::BufferPtr Engine::shape_buffer(const std::vector<int64_t>& values, int device) {
-  std::vector<int64_t> key(values);
+  thread_local std::vector<int64_t> key;  // no allocation once warm
+  key.assign(values.begin(), values.end());
   key.push_back(device);
   {
     std::lock_guard<std::mutex> g(scalars_mu_);
@@ -335,7 +348,7 @@ runtime::BufferPtr Engine::shape_buffer(const std::vector<int64_t>& values, int 
                                 /*counted=*/false);
   std::lock_guard<std::mutex> g(scalars_mu_);
   if (shapes_buffers_.size() > 1024) shapes_buffers_.clear();
-  shapes_buffers_[std::move(key)] = buf;
+  shapes_buffers_[key] = buf;
   return buf;
 }
 
@@ -484,10 +497,44 @@ int64_t Engine::launch(const CachedProgram& program, const std::vector<Slot*>& s
 
 CallResult Engine::run(const OpCall& call) {
   if (mode() == Mode::Fused) {
-    if (call.fusable) return plan(call);
-    flush(FlushReason::Unfusable);
+    if (!call.fusable) {
+      flush(FlushReason::Unfusable);
+      return run_strict(call);
+    }
+    // A call whose shape changes from step to step (a decode loop's
+    // attention over a growing KV cache) leaves the region and runs alone,
+    // bucketed when it can: inside a region its new sizes would make every
+    // step's region a new program. The regions around it keep one structure
+    // per step. A pure function of the op stream, like every cut.
+    // Decided once per exact call, at its first sight, so that a later run
+    // over the same sizes cuts the same regions.
+    thread_local ProgramKey key;
+    Placement placement = Placement::Undecided;
+    CallResult r = plan(call, key, &placement);
+    if (!buckets_ || placement == Placement::Joins || capturing_here()) return r;  // a graph captures one layout
+    std::optional<Shapes> found;
+    if (placement == Placement::Undecided) {
+      found = shapes_.observe(call, bucket_scratch());
+      std::lock_guard<std::mutex> g(signatures_mu_);
+      auto it = signatures_.find(key);
+      if (it != signatures_.end())
+        it->second.placement = *found == Shapes::Static ? Placement::Joins : Placement::Alone;
+      if (*found == Shapes::Static) return r;
+    }
+    flush(FlushReason::Dynamic);
+    return run_strict(call, found ? &*found : nullptr);
   }
   return run_strict(call);
+}
+
+bool Engine::capturing_here() {
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
+  return capturing_ && capture_ok_ && std::this_thread::get_id() == capture_thread_;
+}
+
+BucketPlan& Engine::bucket_scratch() {
+  thread_local BucketPlan plan;
+  return plan;
 }
 
 namespace {
@@ -505,13 +552,63 @@ bool holds(const std::vector<hlo::TensorType>& bucketed, const std::vector<hlo::
   return true;
 }
 
+// Whether a failed bucketed lowering or compile means the dynamic dims are
+// refused for good (not a transient failure such as out-of-memory).
+bool refuses_dynamic(const std::exception& e) {
+  const auto* r = dynamic_cast<const runtime::Error*>(&e);
+  return !r || !r->out_of_memory();
+}
+
 }  // namespace
 
-bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, CallResult& result) {
-  thread_local ProgramKey exact_key;
+CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& call, Binding& s,
+                                 const std::vector<hlo::TensorType>* exact_fresh) {
+  const Signature& sig = program.signature;
+  const std::vector<Slot*>& slots = s.numbering.slots();
+  CallResult result;
+  int64_t padded = 0;
+  std::vector<PendingCheck> checks;
+  for (size_t i = 0; i < s.outs.size(); ++i) {
+    const auto& sink = sig.outputs[i];
+    if (sink.kind == Signature::Output::Fresh) {
+      result.buffers.push_back(s.outs[i]);
+      if (exact_fresh) {
+        const hlo::TensorType& t = sig.fresh_types[sink.index];
+        const int64_t capacity = t.dynamic ? t.numel() : 0;
+        if (capacity) padded += capacity - (*exact_fresh)[sink.index].numel();
+        result.capacities.push_back(capacity);
+      }
+    } else if (sink.kind == Signature::Output::SlotWrite) {
+      slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
+    } else {
+      const auto& c = sig.checks[sink.index];
+      checks.push_back({s.outs[i], c.message, c.kind});
+    }
+  }
+  s.taken.clear();  // the donated buffers' last references
+  if (exact_fresh) metrics_.bucketed(padded);
+
+  if (mode() == Mode::Debug) {
+    for (const auto& b : s.outs) {
+      try {
+        b->wait_ready();
+      } catch (const runtime::Error& e) {
+        throw named(e, call.op->name);
+      }
+    }
+    for (const PendingCheck& c : checks) raise_if_failed(c, call.op->name);
+  } else if (call.defer_checks) {
+    result.checks = std::move(checks);
+  } else {
+    executor_.add_checks(std::move(checks));
+  }
+  return result;
+}
+
+bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, const ProgramKey& exact_key, CallResult& result) {
   std::shared_ptr<const Signature> exact = exact_signature(call, exact_key);
   auto refuse = [&] {
-    shapes_.refuse(plan.structure);
+    shapes_.refuse(plan);
     metrics_.bucket_refused();
     return false;
   };
@@ -531,137 +628,85 @@ bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, CallResult& resu
   bool hit = false;
   try {
     program = cache_.get(s.key, [&] { return compile(s.key, {&call}, nullptr, &plan); }, &hit);
-  } catch (const std::exception&) {
-    return refuse();  // XLA or a lowering does not take these dynamic dims
+  } catch (const std::exception& e) {
+    if (!refuses_dynamic(e)) return false;  // runs exact this time, and may bucket again
+    return refuse();                        // XLA or a lowering does not take these dynamic dims
   }
   const Signature& sig = program->signature;
   if (!sig.checks.empty() || !holds(sig.fresh_types, exact->fresh_types)) return refuse();
   if (hit) metrics_.cache_hit();
   s.exact_fresh = &exact->fresh_types;
-  const std::vector<Slot*>& slots = s.numbering.slots();
-  execute(*program, calls, 1, slots, s, call.op->name);
+  execute(*program, calls, 1, s.numbering.slots(), s, call.op->name);
   s.exact_fresh = nullptr;
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
-
+  result = store_outputs(*program, call, s, &exact->fresh_types);
   result.types = std::shared_ptr<const std::vector<hlo::TensorType>>(exact, &exact->fresh_types);
-  int64_t padded = 0;
-  for (size_t i = 0; i < s.outs.size(); ++i) {
-    const auto& sink = sig.outputs[i];
-    if (sink.kind == Signature::Output::Fresh) {
-      const hlo::TensorType& t = sig.fresh_types[sink.index];
-      const int64_t capacity = t.dynamic ? t.numel() : 0;
-      if (capacity) padded += capacity - exact->fresh_types[sink.index].numel();
-      result.buffers.push_back(s.outs[i]);
-      result.capacities.push_back(capacity);
-    } else if (sink.kind == Signature::Output::SlotWrite) {
-      slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
-    }
-  }
-  s.taken.clear();
-  if (mode() == Mode::Debug) {
-    for (const auto& b : s.outs) {
-      try {
-        b->wait_ready();
-      } catch (const runtime::Error& e) {
-        throw named(e, call.op->name);
-      }
-    }
-  }
-  metrics_.bucketed(padded);
   return true;
 }
 
-CallResult Engine::run_strict(const OpCall& call) {
+CallResult Engine::run_strict(const OpCall& call, const Shapes* observed) {
   static thread_local Binding scratch;
   Binding& s = scratch;
   ReleaseOnExit<Binding> release{s};
   const OpCall* calls[] = {&call};
   make_key(key_identity(), calls, 1, s.key, s.numbering);
+  std::shared_ptr<const CachedProgram> program = cache_.find(s.key);
+  bool hit = program != nullptr;
   // A call with a dynamic shape runs bucketed unless its exact program is
   // compiled already (layers of several fixed widths look dynamic to one op,
-  // and each of them has its program after the first step).
-  if (buckets_ && call.op->shape_generic) {
-    thread_local BucketPlan plan;
-    if (shapes_.observe(call, plan) && !cache_.contains(s.key)) {
-      CallResult result;
-      if (run_bucketed(call, plan, result)) return result;
-    }
+  // and each of them has its program after the first step). The shapes are
+  // observed on a miss only, where a compile would cost far more.
+  if (!program && buckets_ && (observed || call.op->shape_generic)) {
+    BucketPlan& plan = bucket_scratch();
+    const Shapes found = observed ? *observed : shapes_.observe(call, plan);
+    CallResult result;
+    if (found == Shapes::Bucketed && run_bucketed(call, plan, s.key, result)) return result;
   }
-  bool hit;
-  std::shared_ptr<const CachedProgram> program = cache_.get(s.key, [&] { return compile(s.key, {&call}); }, &hit);
+  if (!program) program = cache_.get(s.key, [&] { return compile(s.key, {&call}); }, &hit);
   if (hit) metrics_.cache_hit();
   const Signature& sig = program->signature;
   check_scalars(sig, call, 0);
-  const std::vector<Slot*>& slots = s.numbering.slots();
-  execute(*program, calls, 1, slots, s, call.op->name);
+  execute(*program, calls, 1, s.numbering.slots(), s, call.op->name);
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
-
-  CallResult result;
+  CallResult result = store_outputs(*program, call, s);
   result.types = std::shared_ptr<const std::vector<hlo::TensorType>>(program, &sig.fresh_types);
-  std::vector<PendingCheck> checks;
-  for (size_t i = 0; i < s.outs.size(); ++i) {
-    const auto& sink = sig.outputs[i];
-    if (sink.kind == Signature::Output::Fresh) {
-      result.buffers.push_back(s.outs[i]);
-    } else if (sink.kind == Signature::Output::SlotWrite) {
-      slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
-    } else {
-      const auto& c = sig.checks[sink.index];
-      checks.push_back({s.outs[i], c.message, c.kind});
-    }
-  }
-  s.taken.clear();  // the donated buffers' last references
-
-  if (mode() == Mode::Debug) {
-    auto wait = [&](const runtime::BufferPtr& b) {
-      try {
-        b->wait_ready();
-      } catch (const runtime::Error& e) {
-        throw named(e, call.op->name);
-      }
-    };
-    for (const auto& b : s.outs) wait(b);
-    for (const PendingCheck& c : checks) raise_if_failed(c, call.op->name);
-  } else if (call.defer_checks) {
-    result.checks = std::move(checks);
-  } else {
-    executor_.add_checks(std::move(checks));
-  }
   return result;
 }
 
 // ---------------------------------------------------------------- fused regions
 
 const char* flush_reason_name(FlushReason r) {
-  static const char* names[kNumFlushReasons] = {"sync",       "read",      "upload",    "unfusable", "mode", "device",
-                                                "dtype_view", "cap_calls", "cap_bytes", "period",    "graph"};
+  static const char* names[kNumFlushReasons] = {"sync",      "read",   "upload",     "unfusable",
+                                                "mode",      "device", "dtype_view", "cap_calls",
+                                                "cap_bytes", "period", "graph",      "dynamic_shape"};
   return names[static_cast<int>(r)];
 }
 
-std::shared_ptr<const Signature> Engine::exact_signature(const OpCall& call, ProgramKey& key) {
-  thread_local SlotNumbering numbering;
-  const OpCall* calls[] = {&call};
-  make_key(key_identity(), calls, 1, key, numbering);
-  std::shared_ptr<const Signature> sig;
+std::shared_ptr<const Signature> Engine::exact_signature(const OpCall& call, const ProgramKey& key,
+                                                         Placement* placement) {
   {
     std::lock_guard<std::mutex> g(signatures_mu_);
     auto it = signatures_.find(key);
-    if (it != signatures_.end()) sig = it->second;
+    if (it != signatures_.end()) {
+      if (placement) *placement = it->second.placement;
+      return it->second.signature;
+    }
   }
-  if (!sig) {
-    ProgramBuilder builder(precision_.load());
-    builder.add(call);  // raises the call's argument errors here, at the op
-    auto made = std::make_shared<Signature>(builder.finish().signature);
-    std::lock_guard<std::mutex> g(signatures_mu_);
-    if (signatures_.size() > 65536) signatures_.clear();
-    sig = signatures_.emplace(key, std::move(made)).first->second;
-  }
-  return sig;
+  ProgramBuilder builder(precision_.load());
+  builder.add(call);  // raises the call's argument errors here, at the op
+  auto made = std::make_shared<Signature>(builder.finish().signature);
+  std::lock_guard<std::mutex> g(signatures_mu_);
+  if (signatures_.size() > 65536) signatures_.clear();
+  auto it = signatures_.try_emplace(key, ExactCall{std::move(made), Placement::Undecided}).first;
+  if (placement) *placement = it->second.placement;
+  return it->second.signature;
 }
 
-CallResult Engine::plan(const OpCall& call) {
-  thread_local ProgramKey key;  // reused: one call's key per op, with no allocation once warm
-  std::shared_ptr<const Signature> sig = exact_signature(call, key);
+CallResult Engine::plan(const OpCall& call, ProgramKey& key, Placement* placement) {
+  thread_local SlotNumbering numbering;
+  const OpCall* calls[] = {&call};
+  make_key(key_identity(), calls, 1, key, numbering);
+  std::shared_ptr<const Signature> sig = exact_signature(call, key, placement);
   check_scalars(*sig, call, 0);
   CallResult r;
   r.deferred = true;

@@ -72,8 +72,9 @@ enum class FlushReason : uint8_t {
   CapBytes,   // kMaxRegionBytes of fresh results
   Period,     // a cut at the op stream's period
   Graph,      // the end of a captured compiled graph (begin_capture)
+  Dynamic,    // a call whose shape changes from step to step runs alone (bucket.h)
 };
-constexpr int kNumFlushReasons = 11;
+constexpr int kNumFlushReasons = 12;
 const char* flush_reason_name(FlushReason r);
 
 // What a call produced: the buffers of results that go to fresh tensors, in
@@ -288,21 +289,41 @@ class Engine {
   // An uploaded i64 vector of a bucketed call's true sizes and strides,
   // reused while the same values recur (layers of one step share them).
   runtime::BufferPtr shape_buffer(const std::vector<int64_t>& values, int device);
-  CallResult run_strict(const OpCall& call);
+  // Runs one call as its own program. `observed`: what ShapeHistory found
+  // for it already (its plan in bucket_scratch()); else a shape-generic
+  // call is observed when its exact program is not cached.
+  CallResult run_strict(const OpCall& call, const Shapes* observed = nullptr);
   // Runs `call` bucketed by `plan` (whose results it fills) into `result`;
-  // false when bucketing is refused for it (the caller runs it exact).
-  // Argument errors raise.
-  bool run_bucketed(const OpCall& call, BucketPlan& plan, CallResult& result);
-  // The signature of `call` lowered alone, never compiled (cached by its
-  // key, which is left in `key`); raises the call's argument errors.
-  std::shared_ptr<const Signature> exact_signature(const OpCall& call, ProgramKey& key);
-  CallResult plan(const OpCall& call);
+  // false when it runs exact instead (bucketing refused, or a transient
+  // compile failure). `exact_key`: the call's exact key. Argument errors
+  // raise.
+  bool run_bucketed(const OpCall& call, BucketPlan& plan, const ProgramKey& exact_key, CallResult& result);
+  // Stores a single call's outputs (written storages into their slots,
+  // fresh buffers into the result, checks queued, or waited for in debug
+  // mode). `exact_fresh`: a bucketed call's exact result types.
+  struct Binding;
+  CallResult store_outputs(const CachedProgram& program, const OpCall& call, Binding& s,
+                           const std::vector<hlo::TensorType>* exact_fresh = nullptr);
+  static BucketPlan& bucket_scratch();  // this thread's
+  // Whether this thread is capturing a compiled graph (begin_capture).
+  bool capturing_here();
+  // The signature of `call` (exact key `key`) lowered alone, never compiled
+  // (cached by its key); raises the call's argument errors. `placement`:
+  // where fused mode runs it.
+  enum class Placement : int8_t {
+    Undecided,  // fused mode has not seen it
+    Joins,      // it joins the open region
+    Alone,      // its shape changes from step to step: it runs alone
+  };
+  std::shared_ptr<const Signature> exact_signature(const OpCall& call, const ProgramKey& key,
+                                                   Placement* placement = nullptr);
+  // Fused mode: a deferred result for `call` (its key left in `key`).
+  CallResult plan(const OpCall& call, ProgramKey& key, Placement* placement = nullptr);
   void run_region();
   void check_scalars(const Signature& sig, const OpCall& call, int32_t index) const;
   // Binds the program's parameters for `calls` (their distinct slots in
   // `slots`), donates what it may and executes it; outputs into `outs`.
   // Returns the number of donated buffers.
-  struct Binding;
   int64_t execute(const CachedProgram& program, const OpCall* const* calls, size_t n, const std::vector<Slot*>& slots,
                   Binding& b, const std::string& name);
   // The buffer of a parameter that is not a slot (scalar, RNG state, view
@@ -357,12 +378,17 @@ class Engine {
     }
   };
   std::unordered_map<std::vector<int64_t>, runtime::BufferPtr, ShapeKeyHash> shapes_buffers_;  // by values, device
-  // Fused mode: signatures of single calls (lowered, never compiled).
+  // Signatures of single calls (lowered, never compiled), for fused mode
+  // and bucketed calls.
   struct KeyHash {
     size_t operator()(const ProgramKey& k) const { return static_cast<size_t>(k.hash); }
   };
   std::mutex signatures_mu_;
-  std::unordered_map<ProgramKey, std::shared_ptr<const Signature>, KeyHash> signatures_;
+  struct ExactCall {
+    std::shared_ptr<const Signature> signature;
+    Placement placement;
+  };
+  std::unordered_map<ProgramKey, ExactCall, KeyHash> signatures_;
   // The open region. Recursive: a flush reads storages through paths that
   // may ask for a flush again (a no-op while `flushing_`).
   std::recursive_mutex region_mu_;

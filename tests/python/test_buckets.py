@@ -1,7 +1,8 @@
 """Shape buckets: an op whose sizes change call after call compiles one program per bucket, not per size.
 
 Every test compares with CPU PyTorch on the same inputs; the compile counts come from
-torch_pjrt.metrics() ("compiles_by_name" counts the compiles of each op's one-op programs).
+torch_pjrt.metrics() ("compiles_by_name" counts the compiles of each op's one-op programs, and of fused regions under
+"fused_region").
 """
 
 import math
@@ -14,7 +15,7 @@ import torch_pjrt
 TPU = torch.device("tpu")
 
 
-@pytest.fixture(params=["strict", "debug"])
+@pytest.fixture(params=["strict", "debug", "fused"])
 def mode(request):
     with torch_pjrt.eager_mode(request.param):
         torch_pjrt.reset_metrics()
@@ -63,6 +64,9 @@ def test_a_kv_cache_decode_compiles_a_bucket_per_octave(mode):
     assert by_name.get("aten::bmm", 0) <= 2 * budget, by_name  # q @ k^T and att @ v
     assert met["bucket_hits"] > 5 * steps
     assert met["padded_elements"] > 0
+    # Five op structures (two cats share one), and in fused mode nothing else: the calls whose sizes change
+    # leave the regions, so no region takes a new size.
+    assert met["compiles"] <= 5 * budget, met["compiles"]
 
 
 def test_bucketed_ops_match_cpu_at_every_length(mode):
@@ -123,3 +127,63 @@ def test_buckets_off_runs_exact_programs():
     )
     env = dict(__import__("os").environ, TORCH_PJRT_SHAPE_BUCKETS="0")
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+def test_fused_regions_keep_one_structure_while_the_cache_grows():
+    """A decode step with static projections around the growing attention, read every step (as generate() does)."""
+    steps, heads, dim = 48, 2, 8
+    g = torch.Generator().manual_seed(3)
+    w_in, w_out = torch.randn(dim, 3 * dim, generator=g), torch.randn(dim, dim, generator=g)
+    x0 = torch.randn(heads, 1, dim, generator=g)
+
+    def run(device):
+        wi, wo, x = w_in.to(device), w_out.to(device), x0.to(device)
+        kc = vc = None
+        seen = []
+        for _ in range(steps):
+            q, k, v = (x @ wi).split(dim, dim=-1)
+            kc = k if kc is None else torch.cat([kc, k], dim=1)
+            vc = v if vc is None else torch.cat([vc, v], dim=1)
+            att = torch.softmax(q @ kc.transpose(-2, -1), dim=-1)
+            x = torch.tanh((att @ vc) @ wo)
+            seen.append(x.sum().item())  # a sync point each step
+        return x, seen
+
+    expected, expected_seen = run("cpu")
+    with torch_pjrt.eager_mode("fused"):
+        for _ in range(2):  # warm-up: the structures, their buckets, then the first step's exact programs
+            run(TPU)
+        torch_pjrt.reset_metrics()
+        actual, seen = run(TPU)
+        met = torch_pjrt.metrics()
+    close(actual, expected)
+    assert seen == pytest.approx(expected_seen, rel=1e-5, abs=1e-5)
+    # A later run repeats the sizes: nothing new to compile, and the regions ran each step.
+    assert met["compiles"] == 0, met["compiles_by_name"]
+    assert met["regions"] >= steps  # the static ops still fuse
+
+
+def test_fused_decode_compiles_a_bounded_set_of_regions():
+    steps, heads, dim = 64, 2, 8
+    g = torch.Generator().manual_seed(4)
+    w = torch.randn(dim, dim, generator=g)
+    prompt = torch.randn(heads, 8, dim, generator=g)
+    ks = [torch.randn(heads, 1, dim, generator=g) for _ in range(steps)]
+
+    def run(device):
+        wd, kc, out = w.to(device), prompt.to(device), []
+        for k in ks:
+            k = torch.relu(k.to(device) @ wd)  # a static region before the growing op
+            kc = torch.cat([kc, k], dim=1)
+            out.append((kc.sum(1) @ wd).cpu())  # a static region after it, read each step
+        return out
+
+    expected = run("cpu")
+    with torch_pjrt.eager_mode("fused"):
+        torch_pjrt.reset_metrics()
+        actual = run(TPU)
+        met = torch_pjrt.metrics()
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    assert met["compiles_by_name"].get("fused_region", 0) <= 6, met["compiles_by_name"]
+    assert met["compiles_by_name"].get("aten::cat", 0) <= int(math.log2(steps)) + 4, met["compiles_by_name"]
