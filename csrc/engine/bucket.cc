@@ -130,6 +130,11 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
   return Shapes::Bucketed;
 }
 
+void ShapeHistory::clear() {
+  std::lock_guard<std::mutex> g(mu_);
+  records_.clear();
+}
+
 void ShapeHistory::refuse(const BucketPlan& plan) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = records_.find(plan.structure);

@@ -91,6 +91,8 @@ class ShapeHistory {
   // Runs calls of `plan`'s structure with its pattern of bucketed dims
   // exact from now on (their bucketed lowering or compile is refused).
   void refuse(const BucketPlan& plan);
+  // Forgets every structure.
+  void clear();
 
  private:
   static constexpr int kDistinct = 8;

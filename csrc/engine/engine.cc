@@ -527,6 +527,12 @@ CallResult Engine::run(const OpCall& call) {
   return run_strict(call);
 }
 
+void Engine::forget_shapes() {
+  shapes_.clear();
+  std::lock_guard<std::mutex> g(signatures_mu_);
+  for (auto& [key, exact] : signatures_) exact.placement = Placement::Undecided;
+}
+
 bool Engine::capturing_here() {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   return capturing_ && capture_ok_ && std::this_thread::get_id() == capture_thread_;

@@ -238,6 +238,9 @@ class Engine {
     metrics_.reset();
     disk_->reset_stats();
   }
+  // Forgets which sizes changed (bucket.h) and where fused mode placed each
+  // call, as if no call had run (test isolation; compiled programs stay).
+  void forget_shapes();
   void count_fallback(const std::string& op) { metrics_.fallback(op); }
   // Makes `op` appear in metrics()["op_calls"]; `op` must live for the process.
   void register_op(OpDef* op) { metrics_.register_op(op); }

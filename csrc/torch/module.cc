@@ -224,6 +224,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_program_keys", [] { return engine_or_raise().program_keys(); });
   m.def("_reset_metrics", [] { engine_or_raise().reset_metrics(); });
+  m.def("_forget_shapes", [] { engine_or_raise().forget_shapes(); });
   m.def("_memory_allocated", [](int d) { return engine_or_raise().allocated_bytes(d); });
   m.def("_max_memory_allocated", [](int d) { return engine_or_raise().peak_allocated_bytes(d); });
   m.def("_reset_peak_memory_stats", [](int d) { engine_or_raise().reset_peak(d); });

@@ -37,7 +37,9 @@ def eager_mode_name():
 
 @pytest.fixture(autouse=True)
 def _mode_and_seed(eager_mode_name):
-    """Every test starts in its mode (strict unless parametrized) with a fixed seed."""
+    """Every test starts in its mode (strict unless parametrized) with a fixed seed, and with no shape history (which
+    sizes changed in earlier tests, and so which calls fused mode runs alone)."""
+    torch_pjrt._C._forget_shapes()
     torch_pjrt.set_eager_mode(eager_mode_name)
     torch.manual_seed(0)
     yield
