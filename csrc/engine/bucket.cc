@@ -83,9 +83,7 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
   for (uint8_t d : r.dynamic) any_dynamic |= d != 0;
   r.last = shapes;
   if (!any_dynamic) return Shapes::Static;
-  bool writes = false;
-  for (const auto& t : call.targets) writes |= t.slot != nullptr;
-  if (writes || !call.op->shape_generic) return Shapes::Dynamic;
+  if (!call.op->shape_generic) return Shapes::Dynamic;
 
   plan.structure = h;
   plan.refs.clear();
@@ -97,16 +95,19 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
       const ViewSpec& v = ref.view;
       const size_t rank = v.sizes.size();
       b.padded = v.sizes;
-      // Read bucketed when a dynamic size is off its bucket or a dynamic
+      // Read bucketed when a dynamic size is more than 1 or a dynamic
       // stride steps over more than one element; otherwise the exact
-      // program of these sizes serves every call (a one-token step).
+      // program of these sizes serves every call (a one-token step). A
+      // size at its bucket is read bucketed too: its result then has the
+      // capacity of its own bucket, as every other step's has, and the
+      // next step reads a storage of the size it always reads.
       for (size_t d = 0; d < rank; ++d) {
         if (r.dynamic[pos + rank + d] && v.sizes[d] > 1) b.dynamic = true;
         if (!r.dynamic[pos + d]) continue;
         if (rank > 32 || v.sizes[d] == 0) ok = false;
         b.dynamic_sizes |= 1u << d;
         b.padded[d] = bucket_of(v.sizes[d]);
-        if (b.padded[d] != v.sizes[d]) b.dynamic = true;
+        if (v.sizes[d] > 1) b.dynamic = true;
       }
       if (!b.dynamic) {
         b.dynamic_sizes = 0;
@@ -164,6 +165,26 @@ Value read_bucketed_view(hlo::Builder& b, Value flat, const BucketedRef& ref, Va
   for (int64_t d = 0; d < rank; ++d)
     if ((ref.dynamic_sizes >> d) & 1u) v = b.set_dimension_size(v, b.convert(element(b, shape, d), DType::I32), d);
   return v;
+}
+
+Value write_bucketed_view(hlo::Builder& b, Value flat, Value update, const BucketedRef& ref, Value shape,
+                          Value offset) {
+  const int64_t rank = static_cast<int64_t>(ref.padded.size());
+  const TensorType index_type{DType::I64, ref.padded};
+  Value index = b.broadcast_in_dim(offset, ref.padded, {});
+  Value inside;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value at = b.iota(index_type, d);
+    index = b.add(index, b.mul(at, b.broadcast_in_dim(element(b, shape, rank + d), ref.padded, {})));
+    if (!((ref.dynamic_sizes >> d) & 1u)) continue;
+    Value in = b.compare(at, b.broadcast_in_dim(element(b, shape, d), ref.padded, {}), "LT");
+    inside = inside.id < 0 ? in : b.and_(inside, in);
+  }
+  // Padding goes to an index past the storage: XLA's scatter skips an
+  // update whose window lies out of bounds, so it writes nothing.
+  if (inside.id >= 0) index = b.select(inside, index, b.full(static_cast<double>(flat.type.numel()), index_type));
+  const int64_t n = index_type.numel();
+  return b.scatter(flat, b.reshape(index, {n, 1}), b.reshape(b.to_static(update), {n}), {}, {0}, {0}, "");
 }
 
 TensorType capacity_of(const TensorType& r, const hlo::Dims& buckets) {

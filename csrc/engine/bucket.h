@@ -24,8 +24,11 @@
 //     storage is larger than its elements (its capacity: the elements at
 //     the bounds). Later bucketed calls read that storage through its
 //     capacity, which is also bucketed, so their keys stay fixed.
+//   - a write into an existing storage (an in-place op, copy_) scatters
+//     the value at the bucketed sizes, and the padded elements' indices
+//     point past the storage, so XLA drops them.
 // Only ops whose lowering is shape-generic (Traits::shape_generic) run
-// bucketed, and only calls that write no existing storage. The builder
+// bucketed. The builder
 // refuses dynamic operands in every op that does not type them
 // (hlo/builder.h), a result whose static dims differ from the exact call's
 // is refused too, and a refused structure runs exact programs from then on
@@ -83,7 +86,7 @@ class ShapeHistory {
   // Records the sizes, strides and storage sizes of `call`'s views and says
   // whether one of them changed since an earlier call of its shape-free
   // structure. Bucketed, with `plan` filled, when the call can run
-  // bucketed: its op is shape-generic, it writes no existing storage, no
+  // bucketed: its op is shape-generic, no
   // bucketed size is 0, a dynamic view is off its exact program (see
   // observe's body), and bucketing was not refused for the structure and
   // its pattern of bucketed dims.
@@ -112,6 +115,12 @@ class ShapeHistory {
 // ref.padded sizes whose bucketed dims carry their true sizes.
 hlo::Value read_bucketed_view(hlo::Builder& b, hlo::Value flat, const BucketedRef& ref, hlo::Value shape,
                               hlo::Value offset);
+// `flat` with the view of `ref` (true sizes and strides in `shape`, offset
+// `offset`, as read_bucketed_view takes them) overwritten by `update`, a
+// value of ref.padded sizes whose bucketed dims may carry true sizes: a
+// scatter whose padded elements index past the storage and are dropped.
+hlo::Value write_bucketed_view(hlo::Builder& b, hlo::Value flat, hlo::Value update, const BucketedRef& ref,
+                               hlo::Value shape, hlo::Value offset);
 // A result `r` with dynamic dims padded (or cut) to `buckets` in those dims,
 // as one flat buffer: first the true result's elements in row-major order of
 // its true sizes `sizes` (i64[rank]), then unspecified ones. Its length is

@@ -74,6 +74,21 @@ std::string summarize(const std::vector<const OpCall*>& calls) {
   return s;
 }
 
+// TORCH_PJRT_DEBUG_COMPILES=1: one stderr line per compile, with the views
+// of a one-call program (which size or stride made it new).
+void log_compile(const std::vector<const OpCall*>& calls, const BucketPlan* bucketed) {
+  static const bool on = std::getenv("TORCH_PJRT_DEBUG_COMPILES") != nullptr;
+  if (!on) return;
+  std::string s = summarize(calls) + (bucketed ? " (bucketed)" : "");
+  if (calls.size() == 1)
+    for_each_ref(*calls.front(), [&](const TensorRef& r, bool target) {
+      s += target ? " ->" : " ";
+      s += std::string(hlo::scalar_type_name(r.view.dtype)) + hlo::dims_str(r.view.sizes) + "/" +
+           hlo::dims_str(r.view.strides) + "@" + std::to_string(r.view.offset) + "#" + std::to_string(storage_numel(r));
+    });
+  std::fprintf(stderr, "torch_pjrt: compile %s\n", s.c_str());
+}
+
 thread_local int64_t t_last_request_bytes = 0;
 
 std::mutex g_init_mu;
@@ -170,6 +185,7 @@ const std::string& program_name(const std::vector<const OpCall*>& calls) {
 
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                                      const std::vector<uint8_t>* dead, const BucketPlan* bucketed) {
+  log_compile(calls, bucketed);
   if (!disk_->enabled())
     return compile_module(lower(calls, dead, bucketed), calls.front()->device, program_name(calls));
   int device = calls.front()->device;

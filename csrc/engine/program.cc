@@ -253,12 +253,15 @@ void ProgramBuilder::add(const OpCall& call) {
       throw LoweringError(op + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
                           " can't be cast to the desired output type " +
                           std::string(hlo::scalar_type_name(view.dtype)));
-    if (v.dims() != view.sizes)
+    const BucketedRef* bucketed = plan_ && plan_->refs.at(refs_).dynamic ? &plan_->refs[refs_] : nullptr;
+    if (bucketed ? v.dims() != bucketed->padded || (v.type.dynamic & ~bucketed->dynamic_sizes) != 0
+                 : v.dims() != view.sizes || v.type.dynamic != 0)
       throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
                           " doesn't match the broadcast shape " + hlo::dims_str(v.dims()));
+    const int32_t ref = refs_;
     int s = numbering_.index_of(target.slot);
     SlotValue& sv = slot_value(target, s, op);
-    Access access = access_of(view, sv.numel);
+    Access access = bucketed ? Access::Gather : access_of(view, sv.numel);
     Value offset = offset_param(target, access);
     if (!sv.has_value && access != Access::Whole) {
       // A partial write keeps the rest of the storage: read it first.
@@ -268,7 +271,13 @@ void ProgramBuilder::add(const OpCall& call) {
       sig_.params.push_back({Signature::Param::Slot, s, calls_});
     }
     Value base = sv.has_value ? sv.flat : b_.full(0, TensorType{view.dtype, {sv.numel}});
-    sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);
+    if (bucketed) {
+      Value shape = b_.parameter(TensorType{DType::I64, {2 * static_cast<int64_t>(view.sizes.size())}});
+      sig_.params.push_back({Signature::Param::ViewShape, ref, calls_});
+      sv.flat = write_bucketed_view(b_, base, b_.convert(v, view.dtype), *bucketed, shape, offset);
+    } else {
+      sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);
+    }
     sv.has_value = sv.written = true;
   }
   for (const auto& c : cx.checks()) {

@@ -377,6 +377,14 @@ Value Builder::to_static(Value x) {
   return x;
 }
 
+Value Builder::dimension_size(Value x, int64_t dim) {
+  check_dim("dimension_size", dim, x.rank());
+  if (!x.type.is_dynamic(dim)) return constant(static_cast<double>(x.dims()[dim]), DType::I32);
+  Dynamic ok(*this);
+  return op("stablehlo.get_dimension_size", {x}, TensorType{DType::I32, {}},
+            "dimension = " + std::to_string(dim) + " : i64");
+}
+
 Value Builder::unary(std::string_view op_name, Value x) {
   Dynamic ok(*this);
   return op(op_name, {x}, x.type);
@@ -419,6 +427,30 @@ Value Builder::reduce(Value x, Value init, const Dims& dims, std::string_view co
   return reduce_multi({x}, {init}, dims, [comb](Builder& b, const std::vector<Value>& args) {
     return std::vector<Value>{b.op(comb, {args[0], args[1]}, args[0].type)};
   })[0];
+}
+
+Value Builder::scan(Value x, Value init, int64_t dim, std::string_view combiner) {
+  check_dim("scan", dim, x.rank());
+  const int64_t n = x.dims()[dim];
+  if (n <= 1) return x;
+  std::string win, str, pad;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    win += (i ? ", " : "") + std::to_string(i == dim ? n : 1);
+    str += i ? ", 1" : "1";
+    pad += (i ? ", " : "") + std::string(i == dim ? "[" + std::to_string(n - 1) + ", 0]" : "[0, 0]");
+  }
+  std::string attrs = "window_dimensions = array<i64: " + win + ">, window_strides = array<i64: " + str +
+                      ">, padding = dense<[" + pad + "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
+  TensorType scalar{x.dtype(), {}};
+  std::string comb(combiner);
+  Value padded = to_static(x);
+  Value r = op_multi("stablehlo.reduce_window", {padded, init}, {padded.type}, attrs,
+                     {{{scalar, scalar}, [comb](Builder& b, const std::vector<Value>& a) {
+                         return std::vector<Value>{b.op(comb, {a[0], a[1]}, a[0].type)};
+                       }}})[0];
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (x.type.is_dynamic(d)) r = set_dimension_size(r, dimension_size(x, d), d);
+  return r;
 }
 
 std::vector<Value> Builder::reduce_multi(const std::vector<Value>& xs, const std::vector<Value>& inits,

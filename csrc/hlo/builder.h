@@ -114,6 +114,8 @@ class Builder {
   // unspecified).
   Value set_dimension_size(Value x, Value size, int64_t dim);
   Value to_static(Value x);
+  // The true size of dim `dim` of x, a rank-0 i32 (a constant when static).
+  Value dimension_size(Value x, int64_t dim);
 
   // Elementwise. Operands must share a dtype; shapes broadcast NumPy-style.
   Value unary(std::string_view name, Value x);
@@ -154,6 +156,14 @@ class Builder {
   Value reduce(Value x, Value init, const Dims& dims, std::string_view combiner);
   std::vector<Value> reduce_multi(const std::vector<Value>& xs, const std::vector<Value>& inits, const Dims& dims,
                                   const RegionFn& body);
+
+  // Inclusive scan along `dim` with a binary combiner (a reduce_window whose
+  // window spans the dim, padded on the low side with `init`). Dynamic dims
+  // keep their true sizes. The window runs over the padded value (XLA's
+  // dynamic padder gave wrong sums for a true size equal to its bound):
+  // element i depends only on elements 0..i, so what lies past a true size
+  // never reaches a value inside it.
+  Value scan(Value x, Value init, int64_t dim, std::string_view combiner);
 
   Value dot_general(Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch, const Dims& lhs_contract,
                     const Dims& rhs_contract, DType result);

@@ -1020,7 +1020,7 @@ V isnan(Context& cx) {
 Value equals_infinity(Context& cx, double inf) {
   refuse_complex(cx, {0}, std::string(inf > 0 ? "isposinf" : "isneginf") + " does not support complex inputs.");
   Value x = cx.tensor(0);
-  if (!hlo::is_floating(x.dtype())) return cx.b.full(0, TensorType{DType::Bool, x.dims()});
+  if (!hlo::is_floating(x.dtype())) return cx.b.compare(x, x, "NE");  // false, with x's (bucketed) dims
   return cx.b.compare(x, scalar_like(cx, inf, x), "EQ");
 }
 V isposinf(Context& cx) { return {equals_infinity(cx, INFINITY)}; }
@@ -1060,16 +1060,24 @@ V zero(Context& cx) {
   return {cx.b.full(0, x.type)};
 }
 // aten::copy(self, src): src converted to self's dtype, broadcast to its shape.
+// x as dtype `to`, as CPU's copy casts it: float to a narrow integer wraps
+// on CPU (through int32, or int64 for uint32); XLA's convert saturates.
+Value cast_as_cpu(hlo::Builder& b, Value x, DType to) {
+  if (hlo::is_floating(x.dtype()) && (to == DType::U8 || to == DType::I8 || to == DType::I16 || to == DType::U16))
+    x = b.convert(x, DType::I32);
+  if (hlo::is_floating(x.dtype()) && to == DType::U32) x = b.convert(x, DType::I64);
+  return b.convert(x, to);
+}
 V copy(Context& cx) {
   Value self = cx.tensor(0);
-  Value src = cx.tensor(1);
-  DType to = self.dtype();
-  // Float to a narrow integer wraps on CPU (through int32, or int64 for
-  // uint32); XLA's convert saturates.
-  if (hlo::is_floating(src.dtype()) && (to == DType::U8 || to == DType::I8 || to == DType::I16 || to == DType::U16))
-    src = cx.b.convert(src, DType::I32);
-  if (hlo::is_floating(src.dtype()) && to == DType::U32) src = cx.b.convert(src, DType::I64);
-  return {cx.b.broadcast_to(cx.b.convert(src, to), self.dims())};
+  return {cx.b.broadcast_to(cast_as_cpu(cx.b, cx.tensor(1), self.dtype()), self.dims())};
+}
+// aten::_to_copy(self, dtype) as the glue calls it (same device, a fresh
+// contiguous result; storage_kernels.cc). _to_copy.out has no dtype: the
+// out tensor's dtype applies.
+V to_copy(Context& cx) {
+  Value x = cx.tensor(0);
+  return {cx.arg(1).kind == Arg::Kind::DType ? cast_as_cpu(cx.b, x, cx.dtype(1)) : x};
 }
 V clone(Context& cx) { return {cx.tensor(0)}; }
 
@@ -1261,15 +1269,16 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::bitwise_xor.Scalar", bitwise_xor},
       {"aten::bitwise_not", bitwise_not, Traits().out_dtype_same()},
       {"aten::isnan", isnan, Traits().out_dtype_same()},
-      {"aten::isposinf", isposinf, Traits().out_dtype_same()},
-      {"aten::isneginf", isneginf, Traits().out_dtype_same()},
+      {"aten::isposinf", isposinf, Traits().out_dtype_same().generic()},
+      {"aten::isneginf", isneginf, Traits().out_dtype_same().generic()},
       {"aten::where.self", where, Traits().out_dtype_same().generic()},
       {"aten::masked_fill.Scalar", masked_fill, Traits().overlap_ok().generic()},
       {"aten::masked_fill.Tensor", masked_fill, Traits().overlap_ok()},
       {"aten::fill.Scalar", fill, Traits().overlap_ok()},
       {"aten::fill.Tensor", fill, Traits().overlap_ok()},
       {"aten::zero", zero, Traits().overlap_ok()},
-      {"aten::copy", copy, Traits().glue_kernel()},
+      {"aten::copy", copy, Traits().glue_kernel().generic()},
+      {"aten::_to_copy", to_copy, Traits().glue_kernel().generic()},
       {"aten::clone", clone, Traits().out_dtype_same().partial_overlap_ok().generic()},
   };
 }

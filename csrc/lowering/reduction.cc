@@ -549,28 +549,6 @@ V renorm(Context& cx) {
 
 // ---- cumulative
 
-// Inclusive scan of x along dim with `combiner` as a reduce_window whose
-// window spans the whole dim and is padded on the low side.
-Value scan(hlo::Builder& b, Value x, int64_t dim, Value init, const std::string& combiner) {
-  int64_t n = x.dims()[dim];
-  if (n <= 1) return x;
-  Dims window(x.rank(), 1), strides(x.rank(), 1);
-  window[dim] = n;
-  std::string win, str, pad;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    win += (i ? ", " : "") + std::to_string(window[i]);
-    str += (i ? ", " : "") + std::string("1");
-    pad += (i ? ", " : "") + std::string(i == dim ? "[" + std::to_string(n - 1) + ", 0]" : "[0, 0]");
-  }
-  std::string attrs = "window_dimensions = array<i64: " + win + ">, window_strides = array<i64: " + str +
-                      ">, padding = dense<[" + pad + "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
-  TensorType scalar{x.dtype(), {}};
-  return b.op_multi("stablehlo.reduce_window", {x, init}, {x.type}, attrs,
-                    {{{scalar, scalar}, [combiner](hlo::Builder& b, const std::vector<Value>& a) {
-                        return V{b.op(combiner, {a[0], a[1]}, a[0].type)};
-                      }}})[0];
-}
-
 // aten::cumsum / aten::cumprod(self, int dim, *, dtype?)
 Value cumulative(Context& cx, bool is_sum) {
   Value x = cx.tensor(0);
@@ -581,7 +559,7 @@ Value cumulative(Context& cx, bool is_sum) {
   auto& b = cx.b;
   Value acc = b.convert(b.convert(x, out), hlo::opmath_type(out));
   if (x.rank() == 0) return b.convert(acc, out);
-  Value r = scan(b, acc, d, b.constant(is_sum ? 0 : 1, acc.dtype()), is_sum ? "stablehlo.add" : "stablehlo.multiply");
+  Value r = b.scan(acc, b.constant(is_sum ? 0 : 1, acc.dtype()), d, is_sum ? "stablehlo.add" : "stablehlo.multiply");
   return b.convert(r, out);
 }
 V cumsum(Context& cx) { return {cumulative(cx, true)}; }
@@ -968,14 +946,14 @@ V segment_reduce_backward(Context& cx) {
 
 std::vector<Entry> reduction_lowerings() {
   return {
-      {"aten::sum", sum},
-      {"aten::sum.dim_IntList", sum_dim, Traits().overlap_ok()},
+      {"aten::sum", sum, Traits().generic()},
+      {"aten::sum.dim_IntList", sum_dim, Traits().overlap_ok().generic()},
       {"aten::mean", mean},
       {"aten::mean.dim", mean_dim, Traits().overlap_ok()},
-      {"aten::prod", prod},
-      {"aten::prod.dim_int", prod_dim, Traits().overlap_ok()},
-      {"aten::amax", amax, Traits().overlap_ok().out_dtype_same()},
-      {"aten::amin", amin, Traits().overlap_ok().out_dtype_same()},
+      {"aten::prod", prod, Traits().generic()},
+      {"aten::prod.dim_int", prod_dim, Traits().overlap_ok().generic()},
+      {"aten::amax", amax, Traits().overlap_ok().out_dtype_same().generic()},
+      {"aten::amin", amin, Traits().overlap_ok().out_dtype_same().generic()},
       {"aten::max", max_all},
       {"aten::min", min_all},
       {"aten::max.dim", max_dim, Traits().out_dtype_same()},
@@ -986,16 +964,16 @@ std::vector<Entry> reduction_lowerings() {
       {"aten::std.correction", std_},
       {"aten::var_mean.correction", var_mean},
       {"aten::std_mean.correction", std_mean},
-      {"aten::any", any, Traits().out_dtype_bool()},
-      {"aten::any.dim", any_dim, Traits().out_dtype_bool()},
-      {"aten::any.dims", any_dim, Traits().out_dtype_bool()},
-      {"aten::all", all, Traits().out_dtype_bool()},
-      {"aten::all.dim", all_dim, Traits().out_dtype_bool()},
-      {"aten::all.dims", all_dim, Traits().out_dtype_bool()},
+      {"aten::any", any, Traits().out_dtype_bool().generic()},
+      {"aten::any.dim", any_dim, Traits().out_dtype_bool().generic()},
+      {"aten::any.dims", any_dim, Traits().out_dtype_bool().generic()},
+      {"aten::all", all, Traits().out_dtype_bool().generic()},
+      {"aten::all.dim", all_dim, Traits().out_dtype_bool().generic()},
+      {"aten::all.dims", all_dim, Traits().out_dtype_bool().generic()},
       {"aten::logsumexp", logsumexp},
       {"aten::linalg_vector_norm", linalg_vector_norm},
-      {"aten::cumsum", cumsum},
-      {"aten::cumprod", cumprod},
+      {"aten::cumsum", cumsum, Traits().generic()},
+      {"aten::cumprod", cumprod, Traits().generic()},
       {"aten::_cummax_helper", cummax_helper},
       {"aten::_cummin_helper", cummin_helper},
       {"aten::_logcumsumexp", logcumsumexp},

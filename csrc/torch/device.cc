@@ -73,6 +73,11 @@ void view_into(const at::Tensor& t, engine::ViewSpec& v) {
   v.dtype = to_hlo(t.scalar_type());
   v.sizes.assign(t.sizes().begin(), t.sizes().end());
   v.strides.assign(t.strides().begin(), t.strides().end());
+  // A size-1 dim's stride reaches no element, and PyTorch leaves any value
+  // there (x[:, -1:] of a growing x keeps x's row stride): 1 keeps it out
+  // of program keys and shape histories.
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.sizes[d] == 1) v.strides[d] = 1;
   v.offset = t.storage_offset();
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -104,9 +105,10 @@ const engine::OpDef& op_def(const char* name) {
   std::lock_guard<std::mutex> g(mu);
   auto& d = defs[name];
   if (!d) {
-    auto fn = lowering::find_lowering(name);
-    TORCH_INTERNAL_ASSERT(fn, "missing lowering ", name);
-    d = std::make_unique<engine::OpDef>(name, fn);
+    const lowering::Entry* entry = lowering::find_entry(name);
+    TORCH_INTERNAL_ASSERT(entry, "missing lowering ", name);
+    d = std::make_unique<engine::OpDef>(name, entry->fn);
+    d->shape_generic = entry->traits.shape_generic;
     Engine::get().register_op(d.get());
   }
   return *d;
@@ -257,6 +259,41 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   });
 }
 
+// x.to(dtype) and x.to(same device): one fresh contiguous result, so shape
+// buckets may run it (a growing mask's .long() then keeps one program per
+// bucket). Anything else (another device or layout, pinned memory, a
+// strided result that preserve_format keeps, conjugate or negative bits, a
+// complex value losing its imaginary part, no elements) goes the composite
+// way: empty_like and copy_.
+at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                   std::optional<at::Device> device, std::optional<bool> pin_memory, bool non_blocking,
+                   std::optional<at::MemoryFormat> memory_format) {
+  const at::ScalarType to = dtype.value_or(self.scalar_type());
+  const bool contiguous_result =
+      memory_format == at::MemoryFormat::Contiguous ||
+      ((!memory_format || *memory_format == at::MemoryFormat::Preserve) && self.is_contiguous());
+  const bool here = self.is_privateuseone() && (!device || *device == self.device()) &&
+                    (!layout || *layout == at::kStrided) && !pin_memory.value_or(false) && contiguous_result &&
+                    !self.is_conj() && !self.is_neg() && self.numel() > 0 &&
+                    !(at::isComplexType(self.scalar_type()) && !at::isComplexType(to));
+  if (!here) return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
+  return translate_errors("aten::_to_copy", [&] {
+    OpCall call;
+    call.op = &op_def("aten::_to_copy");
+    call.device = self.device().index();
+    call.fusable = true;
+    CallArg a;
+    a.kind = Kind::Tensor;
+    a.tensor = ref_of(self);
+    call.args.push_back(std::move(a));
+    CallArg t;
+    t.kind = Kind::DType;
+    t.i = static_cast<int64_t>(to_hlo(to));
+    call.args.push_back(std::move(t));
+    return fresh_tensors(call, Engine::get().run(call))[0];
+  });
+}
+
 // copy_ into a lazy conjugate/negative view writes the raw values of its
 // storage: through the plain view, of src with the same bits applied. The
 // default copy_ would call _copy_from, whose schema does not mark `dst` as
@@ -337,6 +374,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("_copy_from", copy_from);
+  m.impl("_to_copy", to_copy);
   m.impl("copy_", copy_);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);

@@ -77,6 +77,28 @@ def test_causal_lm_forward_backward_generate(kind):
     assert torch_pjrt.metrics()["fallback_ops"] == {}
 
 
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_llama_generate_compiles_per_octave_not_per_token(mode):
+    """generate() grows the KV cache, the attention mask and the ids by one token per step. After a 32-token run,
+    a 64-token run reaches one new octave of lengths (41 to 72): its calls compile a few programs per bucket, not the
+    dozen per token that exact shapes need."""
+    cfg = causal_config("llama")
+    cfg.max_position_embeddings = 128
+    cpu, tpu = twins(lambda: transformers.LlamaForCausalLM(cfg).eval())
+    prompt = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(2))
+    with torch_pjrt.eager_mode(mode):
+        for n in (32, 64):
+            kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+            want = cpu.generate(prompt, attention_mask=torch.ones_like(prompt), **kw)
+            torch_pjrt.reset_metrics()
+            got = tpu.generate(prompt.to("tpu"), attention_mask=torch.ones_like(prompt).to("tpu"), **kw)
+            assert torch.equal(got.cpu(), want)
+    by_name = dict(torch_pjrt.metrics()["compiles_by_name"])
+    # input_ids[:, cache_position] (index.Tensor) is not shape-generic yet: it compiles once per length.
+    by_name.pop("aten::index.Tensor", None)
+    assert sum(by_name.values()) <= 32, by_name
+
+
 def test_tied_embeddings_stay_tied():
     _, tpu = twins(lambda: transformers.AutoModelForCausalLM.from_config(causal_config("gpt2")))
     assert tpu.get_output_embeddings().weight is tpu.get_input_embeddings().weight
