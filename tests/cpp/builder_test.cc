@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "engine/bucket.h"
 #include "harness.h"
 
 namespace torch_pjrt {
@@ -107,6 +108,65 @@ TEST(Builder, SoftmaxOverADynamicDimIgnoresPadding) {
       total += out[j];
     }
     EXPECT_NEAR(total, 1.0, 1e-5) << size;
+  }
+}
+
+// cumsum over a dynamic dim: the scan runs over the padded value, and a
+// true size equal to its bound (where XLA's own dynamic reduce_window summed
+// wrongly) gives the prefix sums too.
+TEST(Builder, ScanOverADynamicDimIgnoresPadding) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {2, 8}});
+  auto n = b.parameter({DType::I32, {}});
+  auto r = b.scan(b.set_dimension_size(x, n, 1), b.constant(0, DType::F32), 1, "stablehlo.add");
+  EXPECT_EQ(r.type.dynamic, 0b10u);
+  b.set_results({b.to_static(r)});
+  auto exe = testing::client().compile(b.module_text(), 0);
+  for (int32_t size : {1, 3, 8}) {
+    float in[16], out[16];
+    for (int i = 0; i < 16; ++i) in[i] = (i % 8) < size ? static_cast<float>(i + 1) : 1000.f;
+    auto bx = testing::client().from_host(in, runtime::ElementType::F32, {2, 8}, 0);
+    auto bn = testing::client().from_host(&size, runtime::ElementType::S32, {}, 0);
+    exe->execute({bx->get(), bn->get()})[0]->to_host(out, sizeof out);
+    for (int row = 0; row < 2; ++row) {
+      float sum = 0;
+      for (int j = 0; j < size; ++j) {
+        sum += in[row * 8 + j];
+        EXPECT_EQ(out[row * 8 + j], sum) << size << " " << row << " " << j;
+      }
+    }
+  }
+}
+
+// A bucketed write of a [2, n] view (strides [n, 1]) padded to [2, 8]: the
+// padded elements would land on the next row's elements, and must be dropped.
+TEST(Builder, BucketedWriteDropsPadding) {
+  hlo::Builder b;
+  auto flat = b.parameter({DType::F32, {16}});
+  auto upd = b.parameter({DType::F32, {2, 8}});
+  auto shape = b.parameter({DType::I64, {4}});
+  auto n = b.parameter({DType::I32, {}});
+  engine::BucketedRef ref;
+  ref.dynamic = true;
+  ref.dynamic_sizes = 0b10;
+  ref.padded = {2, 8};
+  auto offset = b.constant(1, DType::I64);
+  b.set_results({engine::write_bucketed_view(b, flat, b.set_dimension_size(upd, n, 1), ref, shape, offset)});
+  auto exe = testing::client().compile(b.module_text(), 0);
+  for (int32_t size : {1, 3, 7}) {
+    float base[16], in[16], out[16];
+    for (int i = 0; i < 16; ++i) base[i] = -1.f, in[i] = static_cast<float>(i);
+    int64_t view_shape[4] = {2, size, size, 1};
+    auto bf = testing::client().from_host(base, runtime::ElementType::F32, {16}, 0);
+    auto bu = testing::client().from_host(in, runtime::ElementType::F32, {2, 8}, 0);
+    auto bs = testing::client().from_host(view_shape, runtime::ElementType::S64, {4}, 0);
+    auto bn = testing::client().from_host(&size, runtime::ElementType::S32, {}, 0);
+    exe->execute({bf->get(), bu->get(), bs->get(), bn->get()})[0]->to_host(out, sizeof out);
+    float want[16];
+    for (int i = 0; i < 16; ++i) want[i] = -1.f;
+    for (int row = 0; row < 2; ++row)
+      for (int j = 0; j < size; ++j) want[1 + row * size + j] = in[row * 8 + j];
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], want[i]) << size << " " << i;
   }
 }
 
