@@ -574,6 +574,15 @@ bool holds(const std::vector<hlo::TensorType>& bucketed, const std::vector<hlo::
   return true;
 }
 
+// Whether a bucketed program makes the exact program's checks (so the exact
+// messages name what it finds): the same kinds, from the same calls.
+bool same_checks(const std::vector<Signature::CheckInfo>& bucketed, const std::vector<Signature::CheckInfo>& exact) {
+  if (bucketed.size() != exact.size()) return false;
+  for (size_t k = 0; k < exact.size(); ++k)
+    if (bucketed[k].kind != exact[k].kind || bucketed[k].call != exact[k].call) return false;
+  return true;
+}
+
 // Whether a failed bucketed lowering or compile means the dynamic dims are
 // refused for good (not a transient failure such as out-of-memory).
 bool refuses_dynamic(const std::exception& e) {
@@ -583,9 +592,10 @@ bool refuses_dynamic(const std::exception& e) {
 
 }  // namespace
 
-CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& call, Binding& s,
-                                 const std::vector<hlo::TensorType>* exact_fresh) {
+CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& call, Binding& s, const Signature* exact) {
   const Signature& sig = program.signature;
+  const std::vector<hlo::TensorType>* exact_fresh = exact ? &exact->fresh_types : nullptr;
+  const std::vector<Signature::CheckInfo>& messages = exact ? exact->checks : sig.checks;
   const std::vector<Slot*>& slots = s.numbering.slots();
   CallResult result;
   int64_t padded = 0;
@@ -603,7 +613,7 @@ CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& cal
     } else if (sink.kind == Signature::Output::SlotWrite) {
       slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
     } else {
-      const auto& c = sig.checks[sink.index];
+      const auto& c = messages[sink.index];
       checks.push_back({s.outs[i], c.message, c.kind});
     }
   }
@@ -634,7 +644,6 @@ bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, const ProgramKey
     metrics_.bucket_refused();
     return false;
   };
-  if (!exact->checks.empty()) return refuse();
   check_scalars(*exact, call, 0);
   plan.results.clear();
   for (const auto& t : exact->fresh_types) {
@@ -655,13 +664,13 @@ bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, const ProgramKey
     return refuse();                        // XLA or a lowering does not take these dynamic dims
   }
   const Signature& sig = program->signature;
-  if (!sig.checks.empty() || !holds(sig.fresh_types, exact->fresh_types)) return refuse();
+  if (!same_checks(sig.checks, exact->checks) || !holds(sig.fresh_types, exact->fresh_types)) return refuse();
   if (hit) metrics_.cache_hit();
   s.exact_fresh = &exact->fresh_types;
   execute(*program, calls, 1, s.numbering.slots(), s, call.op->name);
   s.exact_fresh = nullptr;
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
-  result = store_outputs(*program, call, s, &exact->fresh_types);
+  result = store_outputs(*program, call, s, exact.get());
   result.types = std::shared_ptr<const std::vector<hlo::TensorType>>(exact, &exact->fresh_types);
   return true;
 }

@@ -303,10 +303,12 @@ class Engine {
   bool run_bucketed(const OpCall& call, BucketPlan& plan, const ProgramKey& exact_key, CallResult& result);
   // Stores a single call's outputs (written storages into their slots,
   // fresh buffers into the result, checks queued, or waited for in debug
-  // mode). `exact_fresh`: a bucketed call's exact result types.
+  // mode). A bucketed call passes its exact signature: its result types,
+  // and the messages its checks raise (the bucketed lowering names the
+  // bucket's sizes).
   struct Binding;
   CallResult store_outputs(const CachedProgram& program, const OpCall& call, Binding& s,
-                           const std::vector<hlo::TensorType>* exact_fresh = nullptr);
+                           const Signature* exact = nullptr);
   static BucketPlan& bucket_scratch();  // this thread's
   // Whether this thread is capturing a compiled graph (begin_capture).
   bool capturing_here();

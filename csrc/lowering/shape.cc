@@ -49,11 +49,15 @@ Value index_arg(Context& cx, Value idx) {
 
 // Registers the check that every element of `idx` (i64) lies in [0, size),
 // or in [-size, size) when negative indices are allowed.
+// `true_size` (i64, when given) is a bucketed dim's true size; the message
+// then names the bound, and the engine prints the exact call's message.
 void check_range(Context& cx, Value idx, int64_t size, int64_t dim, bool allow_negative, bool in_self_message = false,
-                 ErrorKind kind = ErrorKind::Index) {
+                 ErrorKind kind = ErrorKind::Index, Value true_size = {}) {
   auto& b = cx.b;
-  Value lo = b.constant(allow_negative ? -size : 0, DType::I64);
-  Value hi = b.constant(size, DType::I64);
+  const bool dynamic = true_size.id >= 0;
+  Value lo = dynamic ? (allow_negative ? b.neg(true_size) : b.constant(0, DType::I64))
+                     : b.constant(allow_negative ? -size : 0, DType::I64);
+  Value hi = dynamic ? true_size : b.constant(size, DType::I64);
   Value below = b.compare(idx, lo, "LT");  // sequenced: the golden text depends on the order
   Value above = b.compare(idx, hi, "GE");
   Value bad = any(b, b.or_(below, above));
@@ -64,10 +68,11 @@ void check_range(Context& cx, Value idx, int64_t size, int64_t dim, bool allow_n
            kind);
 }
 
-// Negative indices wrapped by `size` (i64).
-Value wrap_negative(hlo::Builder& b, Value idx, int64_t size) {
+// Negative indices wrapped by `size` (i64), or by `true_size` when given.
+Value wrap_negative(hlo::Builder& b, Value idx, int64_t size, Value true_size = {}) {
   Value zero = b.constant(0, DType::I64);
-  return b.select(b.compare(idx, zero, "LT"), b.add(idx, b.constant(size, DType::I64)), idx);
+  Value n = true_size.id >= 0 ? true_size : b.constant(size, DType::I64);
+  return b.select(b.compare(idx, zero, "LT"), b.add(idx, n), idx);
 }
 
 // Full coordinates for an element-wise gather/scatter along `dim`: shape
@@ -495,6 +500,7 @@ struct Advanced {
   Dims batch;              // the broadcast shape of the index tensors
   Dims result;             // the shape self[indices] has
   Dims offset_dims;        // where the non-indexed dims of self sit in `result`
+  Dims rest;               // those non-indexed dims of self
   bool empty_dim = false;  // an indexed dim of self has size 0
 };
 
@@ -538,8 +544,10 @@ Advanced advanced_index(Context& cx, Value self, size_t arg) {
     int64_t p = adv.positions[j], size = self.dims()[p];
     adv.empty_dim |= size == 0;
     Value idx = b.broadcast_to(idxs[j], adv.batch);
-    if (nonempty) check_range(cx, idx, size, p, true);
-    parts.push_back(b.reshape(wrap_negative(b, idx, size), with(adv.batch, 1)));
+    // A bucketed dim is indexed against its true size.
+    Value true_size = self.type.is_dynamic(p) ? b.convert(b.dimension_size(self, p), DType::I64) : Value{};
+    if (nonempty) check_range(cx, idx, size, p, true, false, ErrorKind::Index, true_size);
+    parts.push_back(b.reshape(wrap_negative(b, idx, size, true_size), with(adv.batch, 1)));
   }
   adv.coords = b.concatenate(parts, nb);
   // NumPy: adjacent index dims put the batch dims in their place; otherwise
@@ -555,6 +563,7 @@ Advanced advanced_index(Context& cx, Value self, size_t arg) {
   }
   adv.result.assign(rest.size() + nb, 0);
   for (size_t i = 0; i < rest.size(); ++i) adv.result[adv.offset_dims[i]] = self.dims()[rest[i]];
+  adv.rest = rest;
   for (int64_t i = 0; i < nb; ++i) adv.result[before + i] = adv.batch[i];
   return adv;
 }
@@ -569,7 +578,13 @@ V index_tensor(Context& cx) {
   if (adv.empty_dim || numel(adv.result) == 0) return {b.full(0, TensorType{self.dtype(), adv.result})};
   Dims slice = self.dims();
   for (int64_t p : adv.positions) slice[p] = 1;
-  return {b.gather(self, adv.coords, adv.offset_dims, adv.positions, adv.positions, slice, adv.result)};
+  // A bucketed self is gathered padded (the indices stay inside its true
+  // sizes); its non-indexed dims keep their true sizes in the result.
+  Value r = b.gather(b.to_static(self), adv.coords, adv.offset_dims, adv.positions, adv.positions, slice, adv.result);
+  for (size_t i = 0; i < adv.rest.size(); ++i)
+    if (self.type.is_dynamic(adv.rest[i]))
+      r = b.set_dimension_size(r, b.dimension_size(self, adv.rest[i]), adv.offset_dims[i]);
+  return {r};
 }
 
 // self[mask] = values (or +=) for one bool/uint8 mask over dims [p, p + m)
@@ -1292,7 +1307,7 @@ std::vector<Entry> shape_lowerings() {
       {"aten::scatter_add", scatter_add},
       {"aten::scatter_reduce.two", scatter_reduce_two},
       {"aten::index_add", index_add},
-      {"aten::index.Tensor", index_tensor, Traits().masks()},
+      {"aten::index.Tensor", index_tensor, Traits().masks().generic()},
       {"aten::index_put", index_put, Traits().overlap_ok().masks()},
       // index's backward and index_put_(accumulate=True) call _index_put_impl_ (its in-place form).
       {"aten::_index_put_impl", index_put, Traits().overlap_ok().masks()},

@@ -166,6 +166,26 @@ def test_generate_bookkeeping_compiles_a_bucket_per_octave(mode):
     assert by_name.get("fused_region", 0) <= 3 * budget, by_name
 
 
+def test_bucketed_index_checks_and_wraps_against_the_true_size(mode):
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 8, generator=g)
+    xt = x.to(TPU)
+    for _ in range(40):
+        col = torch.randn(2, 1, generator=g)
+        x, xt = torch.cat([x, col], 1), torch.cat([xt, col.to(TPU)], 1)
+        n = x.shape[1]
+        idx = torch.tensor([0, n - 1, -1, -n])  # -1 is the last true element, never padding
+        close(xt[:, idx.to(TPU)], x[:, idx])
+    assert torch_pjrt.metrics()["compiles_by_name"].get("aten::index.Tensor", 0) <= int(math.log2(48)) + 4
+    # One past the true size lies inside the bucket (48 of 64): it must raise as CPU does, naming the true size.
+    bad = torch.tensor([n])
+    with pytest.raises(IndexError, match=f"size {n}"):
+        x[:, bad]
+    with pytest.raises(IndexError, match=f"size {n}"):
+        xt[:, bad.to(TPU)].cpu()
+    close(xt[:, idx.to(TPU)], x[:, idx])  # and the process goes on
+
+
 def test_buckets_off_runs_exact_programs():
     import subprocess
     import sys
