@@ -169,7 +169,15 @@ at::Tensor to_cpu(const at::Tensor& src) {
   at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU));
   if (out.numel() == 0) return out;
   Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
-  Engine::get().download(*slot, out.data_ptr());
+  if (static_cast<int64_t>(slot->nbytes) != static_cast<int64_t>(out.nbytes())) {
+    // A bucketed clone: its storage holds the elements at their bucket
+    // (capacity), the view's elements first.
+    at::Tensor host = at::empty({static_cast<int64_t>(slot->nbytes) / src.element_size()}, out.options());
+    Engine::get().download(*slot, host.data_ptr());
+    out.copy_(host.narrow(0, 0, out.numel()).view(src.sizes()));
+  } else {
+    Engine::get().download(*slot, out.data_ptr());
+  }
   // Lazy conjugate/negative views keep their bit: the CPU resolves it.
   if (src.is_conj()) out = out.conj();
   if (src.is_neg()) out = out._neg_view();
@@ -212,6 +220,7 @@ bool copy_non_blocking(const at::Tensor& self, const at::Tensor& dst) {
       static_cast<int64_t>(src.nbytes()) != static_cast<int64_t>(slot->nbytes)) {
     src = run_simple("aten::clone", {src}, nullptr)[0];
     slot = slot_of(src);
+    if (static_cast<int64_t>(slot->nbytes) != static_cast<int64_t>(dst.nbytes())) return false;  // bucketed
   }
   Engine::get().ensure_buffer(*slot, dtype);
   Engine::get().download_async(*slot, dst.data_ptr(), std::move(block));
