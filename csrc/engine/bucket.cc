@@ -147,9 +147,9 @@ namespace {
 // Element `k` of the rank-1 i64 value `v`, as a rank-0 value.
 Value element(hlo::Builder& b, Value v, int64_t k) { return b.reshape(b.slice(v, {k}, {k + 1}, {1}), {}); }
 
-}  // namespace
-
-Value read_bucketed_view(hlo::Builder& b, Value flat, const BucketedRef& ref, Value shape, Value offset) {
+// The flat index of each element of `ref`'s view at its padded sizes: offset
+// plus each position times its true stride (from `shape`).
+Value bucketed_indices(hlo::Builder& b, const BucketedRef& ref, Value shape, Value offset) {
   const int64_t rank = static_cast<int64_t>(ref.padded.size());
   const TensorType index_type{DType::I64, ref.padded};
   Value index = b.broadcast_in_dim(offset, ref.padded, {});
@@ -157,11 +157,19 @@ Value read_bucketed_view(hlo::Builder& b, Value flat, const BucketedRef& ref, Va
     Value stride = b.broadcast_in_dim(element(b, shape, rank + d), ref.padded, {});
     index = b.add(index, b.mul(b.iota(index_type, d), stride));
   }
+  return index;
+}
+
+}  // namespace
+
+Value read_bucketed_view(hlo::Builder& b, Value flat, const BucketedRef& ref, Value shape, Value offset) {
+  const int64_t rank = static_cast<int64_t>(ref.padded.size());
   hlo::Dims index_dims = ref.padded;
   index_dims.push_back(1);
   // Indices past the true sizes are clamped into the storage: they read
   // padding, which the dims' true sizes hide.
-  Value v = b.gather(flat, b.reshape(index, index_dims), {}, {0}, {0}, {1}, ref.padded);
+  Value index = b.reshape(bucketed_indices(b, ref, shape, offset), index_dims);
+  Value v = b.gather(flat, index, {}, {0}, {0}, {1}, ref.padded);
   for (int64_t d = 0; d < rank; ++d)
     if ((ref.dynamic_sizes >> d) & 1u) v = b.set_dimension_size(v, b.convert(element(b, shape, d), DType::I32), d);
   return v;
@@ -171,13 +179,12 @@ Value write_bucketed_view(hlo::Builder& b, Value flat, Value update, const Bucke
                           Value offset) {
   const int64_t rank = static_cast<int64_t>(ref.padded.size());
   const TensorType index_type{DType::I64, ref.padded};
-  Value index = b.broadcast_in_dim(offset, ref.padded, {});
+  Value index = bucketed_indices(b, ref, shape, offset);
   Value inside;
   for (int64_t d = 0; d < rank; ++d) {
-    Value at = b.iota(index_type, d);
-    index = b.add(index, b.mul(at, b.broadcast_in_dim(element(b, shape, rank + d), ref.padded, {})));
     if (!((ref.dynamic_sizes >> d) & 1u)) continue;
-    Value in = b.compare(at, b.broadcast_in_dim(element(b, shape, d), ref.padded, {}), "LT");
+    Value size = b.broadcast_in_dim(element(b, shape, d), ref.padded, {});
+    Value in = b.compare(b.iota(index_type, d), size, "LT");
     inside = inside.id < 0 ? in : b.and_(inside, in);
   }
   // Padding goes to an index past the storage: XLA's scatter skips an

@@ -1059,7 +1059,6 @@ V zero(Context& cx) {
   Value x = cx.tensor(0);
   return {cx.b.full(0, x.type)};
 }
-// aten::copy(self, src): src converted to self's dtype, broadcast to its shape.
 // x as dtype `to`, as CPU's copy casts it: float to a narrow integer wraps
 // on CPU (through int32, or int64 for uint32); XLA's convert saturates.
 Value cast_as_cpu(hlo::Builder& b, Value x, DType to) {
@@ -1068,6 +1067,7 @@ Value cast_as_cpu(hlo::Builder& b, Value x, DType to) {
   if (hlo::is_floating(x.dtype()) && to == DType::U32) x = b.convert(x, DType::I64);
   return b.convert(x, to);
 }
+// aten::copy(self, src): src converted to self's dtype, broadcast to its shape.
 V copy(Context& cx) {
   Value self = cx.tensor(0);
   return {cx.b.broadcast_to(cast_as_cpu(cx.b, cx.tensor(1), self.dtype()), self.dims())};

@@ -146,37 +146,39 @@ at::Tensor apply_bits(const at::Tensor& t, bool conj, bool neg) {
 
 namespace {
 
+// `src`'s elements, a row-major run at `offset` of `slot`'s storage, as a
+// CPU tensor of src's sizes. A storage larger than the run (a part of it, or
+// a bucketed result's capacity) is read whole and sliced on the host.
+at::Tensor download_run(Slot& slot, const at::Tensor& src, int64_t offset) {
+  at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (out.numel() == 0) return out;
+  Engine::get().ensure_buffer(slot, to_hlo(src.scalar_type()));
+  if (static_cast<int64_t>(slot.nbytes) == static_cast<int64_t>(out.nbytes())) {
+    Engine::get().download(slot, out.data_ptr());
+    return out;
+  }
+  at::Tensor host = at::empty({static_cast<int64_t>(slot.nbytes) / src.element_size()}, out.options());
+  Engine::get().download(slot, host.data_ptr());
+  return host.narrow(0, offset, src.numel()).view(src.sizes());
+}
+
 // The bytes of a tpu tensor as a contiguous CPU tensor of the same dtype.
 at::Tensor to_cpu(const at::Tensor& src) {
-  at::Tensor whole = src;
   engine::ViewSpec v = view_of(src);
   Slot* slot = slot_of(src);
   const int64_t storage_numel = static_cast<int64_t>(slot->nbytes) / src.element_size();
+  at::Tensor out;
   // A contiguous part of a storage of up to 64 MiB (a narrowed nonzero or
   // unique result, a row): read the whole storage and slice it on the host,
   // so no copy program is compiled per view size (per data-dependent count).
   if (src.numel() > 0 && !v.covers(storage_numel) && v.is_contiguous() && v.offset + v.numel() <= storage_numel &&
-      slot->nbytes <= (int64_t{64} << 20)) {
-    at::Tensor host = at::empty({storage_numel}, src.options().device(at::kCPU));
-    Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
-    Engine::get().download(*slot, host.data_ptr());
-    return host.narrow(0, v.offset, v.numel()).view(src.sizes());
-  }
-  if (!v.covers(storage_numel)) {
-    whole = run_simple("aten::clone", {src}, nullptr)[0];
-    slot = slot_of(whole);
-  }
-  at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU));
-  if (out.numel() == 0) return out;
-  Engine::get().ensure_buffer(*slot, to_hlo(src.scalar_type()));
-  if (static_cast<int64_t>(slot->nbytes) != static_cast<int64_t>(out.nbytes())) {
-    // A bucketed clone: its storage holds the elements at their bucket
-    // (capacity), the view's elements first.
-    at::Tensor host = at::empty({static_cast<int64_t>(slot->nbytes) / src.element_size()}, out.options());
-    Engine::get().download(*slot, host.data_ptr());
-    out.copy_(host.narrow(0, 0, out.numel()).view(src.sizes()));
+      slot->nbytes <= (int64_t{64} << 20))
+    return download_run(*slot, src, v.offset);
+  if (v.covers(storage_numel)) {
+    out = download_run(*slot, src, 0);
   } else {
-    Engine::get().download(*slot, out.data_ptr());
+    at::Tensor whole = run_simple("aten::clone", {src}, nullptr)[0];
+    out = download_run(*slot_of(whole), src, 0);
   }
   // Lazy conjugate/negative views keep their bit: the CPU resolves it.
   if (src.is_conj()) out = out.conj();
