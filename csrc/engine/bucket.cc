@@ -2,6 +2,8 @@
 
 #include "engine/cache.h"
 
+#include <algorithm>
+
 namespace torch_pjrt::engine {
 
 using hlo::TensorType;
@@ -14,10 +16,42 @@ int64_t bucket_of(int64_t n) {
   return b;
 }
 
+void ShapeHistory::settle(Record& r, const std::vector<int64_t>& shapes, const std::vector<uint8_t>& is_size) {
+  // A size that stays dynamic: one off an earlier value, and kDistinct
+  // values (a growing length). Every other dynamic size settles.
+  auto stays = [&](size_t i) { return r.dynamic[i] == kAdjacent && r.seen[(i + 1) * kDistinct - 1] != kNone; };
+  bool settles = false, sizes_stay = false;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!is_size[i] || !r.dynamic[i]) continue;
+    (stays(i) ? sizes_stay : settles) = true;
+  }
+  if (!settles) return;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!r.dynamic[i] || (is_size[i] ? stays(i) : sizes_stay)) continue;
+    r.dynamic[i] = 0;
+    std::fill_n(&r.seen[i * kDistinct], kDistinct, kNone);
+    r.seen[i * kDistinct] = shapes[i];
+  }
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool ShapeHistory::Record::remember(uint64_t shape) {
+  auto it = std::find(recent.begin(), recent.end(), shape);
+  const bool fresh = it == recent.end();
+  if (fresh) {
+    if (recent.size() < kRecent) recent.push_back(shape);
+    it = recent.end() - 1;
+    *it = shape;
+  }
+  std::rotate(recent.begin(), it, it + 1);
+  return fresh;
+}
+
 Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
   thread_local std::vector<int64_t> shapes;
   shapes.clear();
   const uint64_t h = shape_free_hash(call, shapes);
+  const uint64_t shape = fnv_extend(kFnvBasis, shapes.data(), shapes.size());
   std::lock_guard<std::mutex> g(mu_);
   if (records_.size() > 65536) records_.clear();
   auto [it, first] = records_.try_emplace(h);
@@ -27,38 +61,45 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
     r.seen.assign(shapes.size() * kDistinct, kNone);
     r.dynamic.assign(shapes.size(), 0);
     for (size_t i = 0; i < shapes.size(); ++i) r.seen[i * kDistinct] = shapes[i];
+    r.recent.assign(1, shape);
+    r.last_new = ++clock_;
+    r.gap = 0;
     return Shapes::Static;
   }
-  // A position is dynamic once it took more than kDistinct values, or a
-  // value one off a value it took (a length that grows by one, a sweep over
-  // lengths, a short last batch). Layers of a few fixed widths, which one op
-  // structure serves in turn, stay exact.
-  size_t at = 0;
-  // Only sizes follow these rules. Strides become dynamic with the sizes
-  // (below), and storage sizes never do: the tensors that one op structure
-  // serves have storages of many sizes (an optimizer over its parameters).
+  const uint64_t now = ++clock_;
+  const bool fresh = r.remember(shape);
+  if (fresh) {
+    r.gap = now - r.last_new;
+    r.last_new = now;
+  }
+  // Which positions are sizes: only they follow the rules below. Strides
+  // become dynamic with the sizes, and storage sizes never do: the tensors
+  // that one op structure serves have storages of many sizes (an optimizer
+  // over its parameters).
   thread_local std::vector<uint8_t> is_size;
   is_size.assign(shapes.size(), 0);
-  at = 0;
+  size_t at = 0;
   for_each_ref(call, [&](const TensorRef& ref, bool) {
     if (!ref.slot) return;
     const size_t rank = ref.view.sizes.size();
     for (size_t d = 0; d < rank; ++d) is_size[at + d] = 1;
     at += 2 * rank + 1;
   });
-  bool any_dynamic = false;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    if (r.dynamic[i] || !is_size[i] || shapes[i] == r.last[i]) continue;
+  if (now - r.last_new >= 2 * r.gap + kSettleCalls) settle(r, shapes, is_size);
+  // A size is dynamic once a new shape gives it a value one off a value it
+  // took (a length that grows by one, a sweep over lengths), or more than
+  // kDistinct values. Layers of a few fixed widths, which one op structure
+  // serves in turn, stay exact.
+  for (size_t i = 0; fresh && i < shapes.size(); ++i) {
+    if (!is_size[i] || shapes[i] == r.last[i]) continue;
     int64_t* seen = &r.seen[i * kDistinct];
     int k = 0;
     bool adjacent = false;
     for (; k < kDistinct && seen[k] != kNone && seen[k] != shapes[i]; ++k)
       adjacent |= seen[k] == shapes[i] - 1 || seen[k] == shapes[i] + 1;
     if (k < kDistinct && seen[k] == shapes[i]) continue;  // seen before
-    if (k == kDistinct || adjacent)
-      r.dynamic[i] = 1;
-    else
-      seen[k] = shapes[i];
+    if (k < kDistinct) seen[k] = shapes[i];
+    if (!r.dynamic[i] && (adjacent || k == kDistinct)) r.dynamic[i] = adjacent ? kAdjacent : kMany;
   }
   // A view's strides follow its sizes: once a size is dynamic, so is every
   // stride that changed.
@@ -76,10 +117,11 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
     const size_t rank = ref.view.sizes.size();
     for (size_t d = 0; d < rank; ++d) {
       size_t i = at + rank + d;
-      if (sizes_dynamic && shapes[i] != r.seen[i * kDistinct]) r.dynamic[i] = 1;
+      if (sizes_dynamic && shapes[i] != r.seen[i * kDistinct] && !r.dynamic[i]) r.dynamic[i] = kFollows;
     }
     at += 2 * rank + 1;
   });
+  bool any_dynamic = false;
   for (uint8_t d : r.dynamic) any_dynamic |= d != 0;
   r.last = shapes;
   if (!any_dynamic) return Shapes::Static;
@@ -134,6 +176,7 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
 void ShapeHistory::clear() {
   std::lock_guard<std::mutex> g(mu_);
   records_.clear();
+  clock_ = 0;
 }
 
 void ShapeHistory::refuse(const BucketPlan& plan) {

@@ -38,6 +38,7 @@
 // Thread-safety: ShapeHistory guards itself; the rest are plain functions.
 #pragma once
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <mutex>
@@ -81,6 +82,21 @@ enum class Shapes : uint8_t {
   Bucketed,  // a size changed, and the call runs bucketed by its plan
 };
 
+// Only a new shape can make a size dynamic: one that is not among the
+// structure's kRecent most recently seen distinct shapes. A dynamic size
+// settles again when the calls stop bringing new shapes: a training loop
+// cycles through a few shapes per op structure (layers of many widths,
+// spatial sizes 2 and 1, an optimizer over parameters of many sizes, or the
+// models before this one), while a sweep over lengths brings a new one on
+// every call. Once a structure has gone twice as long without a new shape
+// as it went between its last two new shapes, plus kSettleCalls (counted in
+// observed calls of all structures, so that an op called once per step
+// settles as fast as the loop does), its sizes are static again: its calls
+// run exact, and fused mode decides
+// their placements anew (generation()). A growing length (kDistinct values,
+// one of them one off another) never settles, so a second generate() over
+// the same lengths stays bucketed. All of it is a function of the op
+// stream, never of time.
 class ShapeHistory {
  public:
   // Records the sizes, strides and storage sizes of `call`'s views and says
@@ -96,18 +112,36 @@ class ShapeHistory {
   void refuse(const BucketPlan& plan);
   // Forgets every structure.
   void clear();
+  // Counts the structures whose sizes settled (see above); a placement
+  // decided under another generation is stale. Any thread.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   static constexpr int kDistinct = 8;
+  static constexpr size_t kRecent = 32;
+  static constexpr int64_t kSettleCalls = 16;
   static constexpr int64_t kNone = INT64_MIN;
+  // Why a position is dynamic: a size by its values' count or by one off
+  // another; a stride by following its view's dynamic sizes.
+  static constexpr uint8_t kMany = 1, kAdjacent = 2, kFollows = 3;
   struct Record {
     std::vector<int64_t> last;      // per reference: sizes, strides, storage elements
     std::vector<int64_t> seen;      // per position of `last`: the first kDistinct values it took (kNone: none)
-    std::vector<uint8_t> dynamic;   // per position of `last`
+    std::vector<uint8_t> dynamic;   // per position of `last`: 0 or why it is dynamic
     std::vector<uint64_t> refused;  // patterns (BucketPlan::pattern)
+    std::vector<uint64_t> recent;   // hashes of the last kRecent distinct shapes, most recent first
+    uint64_t last_new = 0;          // the clock at its last new shape
+    uint64_t gap = 0;               // the clock between its last two new shapes
+    // Moves `shape` to the front of `recent`; true when it was not there.
+    bool remember(uint64_t shape);
   };
+  // Makes `r`'s settled sizes static (see above); `shapes` as observe
+  // records them, `is_size`: which positions are sizes.
+  void settle(Record& r, const std::vector<int64_t>& shapes, const std::vector<uint8_t>& is_size);
   std::mutex mu_;
   std::unordered_map<uint64_t, Record> records_;
+  uint64_t clock_ = 0;  // observe calls of every structure
+  std::atomic<uint64_t> generation_{0};
 };
 
 // The view of `ref` (true sizes and strides in `shape`, i64[2 * rank];

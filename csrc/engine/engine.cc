@@ -522,23 +522,25 @@ CallResult Engine::run(const OpCall& call) {
     // bucketed when it can: inside a region its new sizes would make every
     // step's region a new program. The regions around it keep one structure
     // per step. A pure function of the op stream, like every cut.
-    // Decided once per exact call, at its first sight, so that a later run
-    // over the same sizes cuts the same regions.
+    // Decided per exact call at its first sight, so that a later run over
+    // the same sizes cuts the same regions, and again once its structure's
+    // sizes settle (ShapeHistory): a call that runs alone is observed each
+    // time, so that its structure can settle.
     thread_local ProgramKey key;
     Placement placement = Placement::Undecided;
     CallResult r = plan(call, key, &placement);
     if (!buckets_ || placement == Placement::Joins || capturing_here()) return r;  // a graph captures one layout
-    std::optional<Shapes> found;
-    if (placement == Placement::Undecided) {
-      found = shapes_.observe(call, bucket_scratch());
+    const Shapes found = shapes_.observe(call, bucket_scratch());
+    const uint64_t generation = shapes_.generation();
+    const Placement now = found == Shapes::Static ? Placement::Joins : Placement::Alone;
+    if (now != placement) {
       std::lock_guard<std::mutex> g(signatures_mu_);
       auto it = signatures_.find(key);
-      if (it != signatures_.end())
-        it->second.placement = *found == Shapes::Static ? Placement::Joins : Placement::Alone;
-      if (*found == Shapes::Static) return r;
+      if (it != signatures_.end()) it->second = {it->second.signature, now, generation};
     }
+    if (now == Placement::Joins) return r;
     flush(FlushReason::Dynamic);
-    return run_strict(call, found ? &*found : nullptr);
+    return run_strict(call, &found);
   }
   return run_strict(call);
 }
@@ -719,7 +721,9 @@ std::shared_ptr<const Signature> Engine::exact_signature(const OpCall& call, con
     std::lock_guard<std::mutex> g(signatures_mu_);
     auto it = signatures_.find(key);
     if (it != signatures_.end()) {
-      if (placement) *placement = it->second.placement;
+      // A placement from before the shapes last settled is decided anew.
+      if (placement)
+        *placement = it->second.generation == shapes_.generation() ? it->second.placement : Placement::Undecided;
       return it->second.signature;
     }
   }
@@ -728,8 +732,8 @@ std::shared_ptr<const Signature> Engine::exact_signature(const OpCall& call, con
   auto made = std::make_shared<Signature>(builder.finish().signature);
   std::lock_guard<std::mutex> g(signatures_mu_);
   if (signatures_.size() > 65536) signatures_.clear();
-  auto it = signatures_.try_emplace(key, ExactCall{std::move(made), Placement::Undecided}).first;
-  if (placement) *placement = it->second.placement;
+  auto it = signatures_.try_emplace(key, ExactCall{std::move(made), Placement::Undecided, 0}).first;
+  if (placement) *placement = it->second.generation == shapes_.generation() ? it->second.placement : Placement::Undecided;
   return it->second.signature;
 }
 

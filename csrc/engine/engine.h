@@ -392,6 +392,7 @@ class Engine {
   struct ExactCall {
     std::shared_ptr<const Signature> signature;
     Placement placement;
+    uint64_t generation;  // ShapeHistory::generation() when it was placed
   };
   std::unordered_map<ProgramKey, ExactCall, KeyHash> signatures_;
   // The open region. Recursive: a flush reads storages through paths that
