@@ -1,8 +1,8 @@
 #include "engine/bucket.h"
 
-#include "engine/cache.h"
-
 #include <algorithm>
+
+#include "engine/cache.h"
 
 namespace torch_pjrt::engine {
 

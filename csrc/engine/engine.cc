@@ -186,9 +186,13 @@ const std::string& program_name(const std::vector<const OpCall*>& calls) {
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                                      const std::vector<uint8_t>* dead, const BucketPlan* bucketed) {
   log_compile(calls, bucketed);
-  if (!disk_->enabled())
-    return compile_module(lower(calls, dead, bucketed), calls.front()->device, program_name(calls));
-  int device = calls.front()->device;
+  return compile(
+      key, [&] { return lower(calls, dead, bucketed); }, calls.front()->device, program_name(calls), summarize(calls));
+}
+
+std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::function<Program()>& lower,
+                                                     int device, const std::string& name, const std::string& summary) {
+  if (!disk_->enabled()) return compile_module(lower(), device, name);
   std::string hex = key.hex();
   if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
   bool waited = false;
@@ -206,16 +210,15 @@ std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, cons
     std::optional<DiskEntry> e = disk_->wait_shared(*read, key.words, hex, disk_->shared_head_start(), &read_finished);
     if (auto p = loaded(std::move(e), DiskCache::Tier::Shared, hex, device)) return p;
   }
-  Program program = lower(calls, dead, bucketed);
+  Program program = lower();
   if (!read_finished) {
     bool from_shared = false;
-    entry = race(*read, key, hex, std::move(program), device, program_name(calls), &from_shared);
+    entry = race(*read, key, hex, std::move(program), device, name, &from_shared);
     if (from_shared) return entry;
   } else {
-    entry = compile_module(std::move(program), device, program_name(calls));
+    entry = compile_module(std::move(program), device, name);
   }
   disk_->count_miss();
-  std::string summary = summarize(calls);
   disk_->store(
       hex,
       [entry, words = key.words, summary]() -> std::optional<DiskEntry> {
@@ -733,7 +736,8 @@ std::shared_ptr<const Signature> Engine::exact_signature(const OpCall& call, con
   std::lock_guard<std::mutex> g(signatures_mu_);
   if (signatures_.size() > 65536) signatures_.clear();
   auto it = signatures_.try_emplace(key, ExactCall{std::move(made), Placement::Undecided, 0}).first;
-  if (placement) *placement = it->second.generation == shapes_.generation() ? it->second.placement : Placement::Undecided;
+  if (placement)
+    *placement = it->second.generation == shapes_.generation() ? it->second.placement : Placement::Undecided;
   return it->second.signature;
 }
 
@@ -823,8 +827,20 @@ void Engine::run_region() {
   Span span("fused_region", &name);
   bool hit;
   std::shared_ptr<const CachedProgram> program;
+  const ProgramKey key = r.key();
   try {
-    program = cache_.get(r.key(), [&] { return compile(r.key(), calls, &r.dead); }, &hit);
+    if (async_compile_.load()) {
+      program = cache_.find(key);
+      hit = program != nullptr;
+      if (!program && compile_in_background(key, calls, r.dead)) {
+        // Its program compiles meanwhile: the calls run as strict mode runs them.
+        if (capturing_) capture_ok_ = false, capture_compiling_ = true;
+        metrics_.ran_while_compiling();
+        for (const OpCall* c : calls) run_strict(*c);
+        return;
+      }
+    }
+    if (!program) program = cache_.get(key, [&] { return compile(key, calls, &r.dead); }, &hit);
   } catch (const std::exception& e) {
     // A region that does not compile runs call by call, as strict mode would.
     metrics_.replayed();
@@ -890,6 +906,46 @@ void Engine::store_region_outputs(const Signature& sig, const std::vector<Slot*>
   executor_.add_checks(std::move(checks));
 }
 
+bool Engine::compile_in_background(const ProgramKey& key, const std::vector<const OpCall*>& calls,
+                                   const std::vector<uint8_t>& dead) {
+  {
+    std::lock_guard<std::mutex> g(async_mu_);
+    if (async_failed_.count(key)) {
+      async_failed_.erase(key);
+      return false;
+    }
+    if (!async_compiling_.insert(key).second) return true;
+  }
+  log_compile(calls, nullptr);
+  auto program = std::make_shared<Program>();
+  try {
+    *program = lower(calls, &dead);
+  } catch (...) {
+    std::lock_guard<std::mutex> g(async_mu_);
+    async_compiling_.erase(key);
+    return false;  // its lowering error surfaces in the foreground
+  }
+  background_compiles_.fetch_add(1);
+  // The engine lives for the process; at exit it waits for this thread.
+  std::thread([this, key, program, device = calls.front()->device, name = program_name(calls),
+               summary = summarize(calls)] {
+    bool failed = false;
+    try {
+      bool hit;
+      cache_.get(key, [&] { return compile(key, [&] { return std::move(*program); }, device, name, summary); }, &hit);
+    } catch (...) {
+      failed = true;
+    }
+    {
+      std::lock_guard<std::mutex> g(async_mu_);
+      async_compiling_.erase(key);
+      if (failed) async_failed_.insert(key);
+    }
+    background_compiles_.fetch_sub(1);
+  }).detach();
+  return true;
+}
+
 bool Engine::begin_capture() {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (capturing_) return false;
@@ -897,11 +953,12 @@ bool Engine::begin_capture() {
   capture_thread_ = std::this_thread::get_id();
   capturing_ = true;
   capture_ok_ = true;
+  capture_compiling_ = false;
   captured_.reset();
   return true;
 }
 
-std::shared_ptr<const RegionCapture> Engine::end_capture() {
+std::shared_ptr<const RegionCapture> Engine::end_capture(bool* compiling) {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   recording_ = true;
   struct End {
@@ -909,6 +966,7 @@ std::shared_ptr<const RegionCapture> Engine::end_capture() {
     ~End() { e.recording_ = e.capturing_ = false; }
   } end{*this};
   flush(FlushReason::Graph);
+  if (compiling) *compiling = capture_compiling_;
   return capture_ok_ ? std::move(captured_) : nullptr;
 }
 

@@ -33,11 +33,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/bucket.h"
@@ -155,8 +157,24 @@ class Engine {
   // or nullptr when the graph did not run as exactly one region of this
   // thread's calls with constant parameters (a flush inside it, a call from
   // another thread, a random op, a host scalar tensor). Not nestable.
+  // `*compiling` (when given) tells whether the region's program was still
+  // being compiled in the background (set_async_compile), so that it ran
+  // call by call and a later call may capture it.
   bool begin_capture();
-  std::shared_ptr<const RegionCapture> end_capture();
+  std::shared_ptr<const RegionCapture> end_capture(bool* compiling = nullptr);
+  // Async compile (torch.compile's async_compile option, and fused mode
+  // with torch_pjrt.set_async_compile): a region whose program is not
+  // compiled yet runs call by call, as strict mode runs them, while one
+  // background thread per program compiles it into the cache (and its disk
+  // tiers); a later run of the same region finds it there. A program that
+  // failed to compile in the background is compiled in the foreground the
+  // next time, where its error surfaces as usual. Any thread.
+  void set_async_compile(bool on) { async_compile_.store(on); }
+  bool async_compile() const { return async_compile_.load(); }
+  // Waits for every background compile (async compile, compiles that lost
+  // a race with the shared tier), then for the pending cache writes (the
+  // process does this at exit).
+  void finish_background_work();
   // Runs a captured program on `slots` (one per capture slot, in order):
   // reads their buffers, writes the slots the program writes, queues its
   // runtime checks. Runs the open region first.
@@ -263,9 +281,6 @@ class Engine {
   // Bytes of the results of the last program this thread enqueued (what
   // an out-of-memory message reports as asked for).
   static int64_t last_request_bytes();
-  // Waits for compiles that lost a race with the shared tier, then for the
-  // pending cache writes (the process does this at exit).
-  void finish_background_work();
   // What the persistent tiers' fingerprint directory hashes.
   const std::string& fingerprint() const { return fingerprint_; }
 
@@ -276,6 +291,10 @@ class Engine {
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
                                                const std::vector<uint8_t>* dead = nullptr,
                                                const BucketPlan* bucketed = nullptr);
+  // The same, for a program that `lower` makes when no tier has it: named
+  // `name` in metrics, `summary` in the disk entry, run on `device`.
+  std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::function<Program()>& lower, int device,
+                                               const std::string& name, const std::string& summary);
   Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead,
                 const BucketPlan* bucketed = nullptr);
   // Compiles a lowered program (at most one compile per core at once).
@@ -408,6 +427,17 @@ class Engine {
   bool capture_ok_ = false;
   bool recording_ = false;
   std::shared_ptr<RegionCapture> captured_;
+  bool capture_compiling_ = false;  // the captured region's program was compiling
+  // Async compile: whether it is on, and the keys compiling in the
+  // background or failed there (compiled in the foreground next time).
+  std::atomic<bool> async_compile_{false};
+  std::mutex async_mu_;
+  std::unordered_set<ProgramKey, KeyHash> async_compiling_, async_failed_;
+  // Starts compiling `calls` (the open region, key `key`) on a background
+  // thread, unless it is compiling already; false when it failed there
+  // before. Lowers here: the calls' slots may die once the region runs.
+  bool compile_in_background(const ProgramKey& key, const std::vector<const OpCall*>& calls,
+                             const std::vector<uint8_t>& dead);
   std::string (*location_hook_)() = nullptr;
 };
 

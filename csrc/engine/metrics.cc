@@ -62,6 +62,11 @@ void MetricsRecorder::graph_replayed() {
   m_.graph_replays++;
 }
 
+void MetricsRecorder::ran_while_compiling() {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.regions_run_while_compiling++;
+}
+
 void MetricsRecorder::fallback(const std::string& op) {
   std::lock_guard<std::mutex> g(mu_);
   m_.fallback_ops[op]++;

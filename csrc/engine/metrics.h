@@ -40,6 +40,9 @@ struct Metrics {
   int64_t region_replays = 0;
   // torch.compile: graph calls that ran their captured program directly.
   int64_t graph_replays = 0;
+  // Async compile: regions that ran call by call while their program
+  // compiled in the background.
+  int64_t regions_run_while_compiling = 0;
   // Shape buckets: calls that ran a bucketed program, the elements their
   // fresh results hold past their true sizes, and structures refused.
   int64_t bucket_hits = 0;
@@ -57,6 +60,7 @@ class MetricsRecorder {
   void flushed(const char* reason, int64_t calls);
   void replayed();
   void graph_replayed();
+  void ran_while_compiling();
   void bucketed(int64_t padded_elements);
   void bucket_refused();
   void fallback(const std::string& op);

@@ -120,15 +120,25 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     return translate_errors("torch.compile", [&] { return e.begin_capture(); });
   });
-  m.def("_end_capture", []() -> py::object {
+  // (capture or None, whether its program was still compiling in the
+  // background: the graph ran op by op, and a later call may capture it).
+  m.def("_end_capture", []() -> py::tuple {
     Engine& e = engine_or_raise();
     std::shared_ptr<const RegionCapture> c;
+    bool compiling = false;
     {
       py::gil_scoped_release no_gil;
-      c = translate_errors("torch.compile", [&] { return e.end_capture(); });
+      c = translate_errors("torch.compile", [&] { return e.end_capture(&compiling); });
     }
-    if (!c) return py::none();
-    return py::cast(std::const_pointer_cast<RegionCapture>(c));
+    py::object capture = c ? py::cast(std::const_pointer_cast<RegionCapture>(c)) : py::none();
+    return py::make_tuple(capture, compiling);
+  });
+  m.def("_set_async_compile", [](bool on) { engine_or_raise().set_async_compile(on); });
+  m.def("_async_compile", [] { return engine_or_raise().async_compile(); });
+  m.def("_wait_for_compiles", [] {
+    Engine& e = engine_or_raise();
+    py::gil_scoped_release no_gil;
+    e.finish_background_work();
   });
   // bound: per capture slot, the tensor whose storage it binds, or None for
   // a new storage. outs: (slot, dtype, sizes, strides, storage offset) of
@@ -189,6 +199,7 @@ PYBIND11_MODULE(_C, m) {
     d["flush_reasons"] = reasons;
     d["region_replays"] = mt.region_replays;
     d["graph_replays"] = mt.graph_replays;
+    d["regions_run_while_compiling"] = mt.regions_run_while_compiling;
     d["bucket_hits"] = mt.bucket_hits;
     d["padded_elements"] = mt.padded_elements;
     d["bucket_refusals"] = mt.bucket_refusals;

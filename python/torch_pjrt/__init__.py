@@ -50,9 +50,11 @@ __all__ = [
     "metrics",
     "platform",
     "reset_metrics",
+    "set_async_compile",
     "set_eager_mode",
     "stablehlo",
     "synchronize",
+    "wait_for_compiles",
 ]
 
 _MODES = ("strict", "debug", "fused")
@@ -89,6 +91,19 @@ def eager_mode(mode: str):
         yield
     finally:
         _C._set_mode(previous)
+
+
+def set_async_compile(on: bool) -> None:
+    """Fused mode: a region whose program is not compiled yet runs op by op (as strict mode) while its program
+    compiles on a background thread; the next run of the same region uses it. Off by default
+    (``TORCH_PJRT_ASYNC_COMPILE=1`` turns it on). ``torch.compile(..., options={"async_compile": True})`` does the
+    same for one compiled function's graphs."""
+    _C._set_async_compile(bool(on))
+
+
+def wait_for_compiles() -> None:
+    """Waits until every program compiling in the background (async compile) is in the cache."""
+    _C._wait_for_compiles()
 
 
 def metrics() -> dict:
@@ -157,3 +172,5 @@ atexit.register(_drain_at_exit)
 _env_mode = _mode_from_env()
 if _env_mode and _C._is_available():
     set_eager_mode(_env_mode)
+if os.environ.get("TORCH_PJRT_ASYNC_COMPILE") == "1" and _C._is_available():
+    set_async_compile(True)

@@ -12,7 +12,11 @@ From the second call with the same input layout on, a graph runs its captured pr
 node is dispatched, no key is built. Graphs with random ops, CPU scalar tensors or non-tensor inputs walk their nodes
 on every call (their runtime values change per call); their region is still found by its key, with no compile.
 
-What is not built yet: shape buckets for dynamic dimensions and ``async_compile``.
+With ``options={"async_compile": True}``, a graph whose program is not compiled yet runs op by op (strict, as
+eager would) while its program compiles on a background thread; the first call after the compile finished captures
+it, and later calls replay it.
+
+What is not built yet: shape buckets for dynamic dimensions.
 
 The backend is registered under the name ``tpu`` through the ``torch_dynamo_backends`` entry point, so
 ``torch.compile(m, backend="tpu")`` works after a plain ``import torch``. ``torch.compile(m)`` with no backend (that
@@ -146,7 +150,9 @@ class _Replay:
 _MAX_LAYOUTS = 8
 
 
-def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable | None, fullgraph: bool) -> Callable:
+def _graph_runner(
+    gm: torch.fx.GraphModule, kind: str, debug_callback: Callable | None, fullgraph: bool, async_compile: bool
+) -> Callable:
     from . import _C, get_eager_mode, set_eager_mode, stablehlo
 
     missing = _unlowered(gm)
@@ -179,7 +185,9 @@ def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable 
                 arg_of_id.setdefault(_C._slot_id(a), i)
         before = get_eager_mode()
         set_eager_mode("fused")  # runs what the caller had open; the graph starts a region of its own
-        captured = None
+        async_before = _C._async_compile()
+        _C._set_async_compile(async_compile)
+        captured, compiling = None, False
         try:
             capture = capture and _C._begin_capture()  # False while another thread captures a graph
             try:
@@ -192,10 +200,11 @@ def _graph_runner(gm: torch.fx.GraphModule, kind: str, debug_callback: Callable 
                     reported[0] = True
             finally:
                 if capture:
-                    captured = _C._end_capture()  # the graph's region runs here, as one program
+                    captured, compiling = _C._end_capture()  # the graph's region runs here, as one program
         finally:
             set_eager_mode(before)  # without a capture, the region runs here
-        if capture:
+            _C._set_async_compile(async_before)
+        if capture and not compiling:  # a program compiling in the background is captured by a later call
             replays[layout] = captured and _Replay.build(captured, arg_of_id, out, precision)
         return out
 
@@ -208,11 +217,14 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
 
     - ``debug_callback(kind, stablehlo_text)``: called once per graph with ``kind`` "forward", "backward" or
       "inference" and the StableHLO module of its program.
+    - ``async_compile`` (bool, default False): a graph whose program is not compiled yet runs op by op while its
+      program compiles in the background (``torch_pjrt.wait_for_compiles()`` waits for them).
     """
     from torch._dynamo.backends.common import aot_autograd
 
     options = dict(options or {})
     debug_callback = options.pop("debug_callback", None)
+    async_compile = bool(options.pop("async_compile", False))
     unknown = set(options)
     if unknown:
         raise ValueError(f"torch.compile(backend='tpu'): unknown options {sorted(unknown)}")
@@ -220,7 +232,7 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     fullgraph = _fullgraph()
 
     def compiler(kind):
-        return lambda g, _inputs: _graph_runner(g, kind, debug_callback, fullgraph)
+        return lambda g, _inputs: _graph_runner(g, kind, debug_callback, fullgraph, async_compile)
 
     return aot_autograd(
         fw_compiler=compiler("forward"),

@@ -14,8 +14,8 @@ using engine::BucketPlan;
 using engine::CallArg;
 using engine::OpCall;
 using engine::OpDef;
-using engine::Shapes;
 using engine::ShapeHistory;
+using engine::Shapes;
 using engine::Slot;
 using engine::ViewSpec;
 

@@ -324,3 +324,46 @@ def test_a_graph_with_random_ops_draws_new_numbers_each_call():
     assert not torch.equal(masks[1], masks[2])  # a replay with the RNG state frozen would repeat the mask
     assert all(0.4 < m.float().mean().item() < 0.6 for m in masks)
     assert torch_pjrt.metrics()["graph_replays"] == 0  # its nodes run each call: the RNG state is a parameter
+
+
+def test_async_compile_runs_op_by_op_until_the_graph_program_is_ready():
+    def net():  # widths no other test uses, so that no program is in the cache yet
+        return torch.nn.Sequential(torch.nn.Linear(12, 36), torch.nn.Tanh(), torch.nn.Linear(36, 3))
+
+    torch.manual_seed(3)
+    cpu = net()
+    tpu = net().to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(tpu, backend="tpu", options={"async_compile": True})
+    x = torch.randn(5, 12)
+    metrics = []
+    for step in range(3):
+        torch_pjrt.reset_metrics()
+        out = compiled(x.to("tpu"))
+        out.square().sum().backward()
+        torch_pjrt.synchronize()
+        metrics.append(torch_pjrt.metrics())
+        if step == 0:
+            torch_pjrt.wait_for_compiles()
+    # First call: the forward and the backward graph ran op by op while their programs compiled.
+    assert metrics[0]["regions_run_while_compiling"] == 2 and metrics[0]["graph_replays"] == 0
+    # Second call: both programs were ready (compiled in the background), and were captured.
+    # (Its compiles are the eager adds that accumulate .grad from the second backward on.)
+    assert metrics[1]["regions_run_while_compiling"] == 0 and "fused_region" not in metrics[1]["compiles_by_name"]
+    assert metrics[2]["graph_replays"] == 2 and metrics[2]["compiles"] == 0
+    assert not torch_pjrt._C._async_compile()  # the option is the graphs' own, not left on for eager code
+    ref = cpu(x)
+    ref.square().sum().backward()
+    torch.testing.assert_close(out.cpu(), ref)
+    exact = net().double()
+    exact.load_state_dict({k: v.double() for k, v in cpu.state_dict().items()})
+    exact(x.double()).square().sum().backward()
+    for p, q, e in zip(tpu.parameters(), cpu.parameters(), exact.parameters(), strict=True):
+        cpu_error = (3 * q.grad.double() - 3 * e.grad).abs().max().item()
+        tpu_error = (p.grad.cpu().double() - 3 * e.grad).abs().max().item()
+        assert tpu_error <= 4 * cpu_error + 1e-6 * e.grad.abs().max().item(), (tpu_error, cpu_error)
+
+
+def test_async_compile_is_a_bool_option():
+    f = torch.compile(lambda x: x + 1, backend="tpu", options={"async_compile": False})
+    torch.testing.assert_close(f(torch.ones(3, device="tpu")).cpu(), torch.full((3,), 2.0))

@@ -303,3 +303,26 @@ def test_seed_models_train_as_in_strict_mode(name):
     with torch_pjrt.eager_mode("strict"):
         strict, _ = run()
     torch.testing.assert_close(fused, strict, rtol=1e-5, atol=0)
+
+
+def test_async_compile_runs_a_new_region_op_by_op_while_it_compiles():
+    a = torch.randn(7, 11)
+    ref = ((a * 3 + 1).tanh() - a).sum(0)
+    torch_pjrt.set_async_compile(True)
+    try:
+        got = []
+        for step in range(2):
+            torch_pjrt.reset_metrics()
+            x = a.to(TPU)
+            got.append(((x * 3 + 1).tanh() - x).sum(0).cpu())
+            got_m = m()
+            if step == 0:
+                assert got_m["regions_run_while_compiling"] == 1
+                torch_pjrt.wait_for_compiles()
+            else:  # the region's program, compiled in the background, runs now
+                assert got_m["regions_run_while_compiling"] == 0 and got_m["compiles"] == 0
+                assert got_m["regions"] == 1 and got_m["cache_hits"] >= 1
+    finally:
+        torch_pjrt.set_async_compile(False)
+    for g in got:
+        torch.testing.assert_close(g, ref)
