@@ -294,7 +294,9 @@ std::shared_ptr<const CachedProgram> Engine::loaded(std::optional<DiskEntry> e, 
 int64_t Engine::last_request_bytes() { return t_last_request_bytes; }
 
 void Engine::finish_background_work() {
-  for (int i = 0; i < 60000 && background_compiles_.load() > 0; ++i)
+  // Background compiles are local compiles, which finish; the bound only
+  // keeps a compiler that hangs from hanging the process's exit forever.
+  for (int i = 0; i < 600000 && background_compiles_.load() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   disk_->flush();
 }

@@ -145,6 +145,22 @@ Value ProgramBuilder::offset_param(const TensorRef& r, Access access) {
   return b_.parameter(TensorType{DType::I64, {}});
 }
 
+void ProgramBuilder::read_slot(SlotValue& v, DType dtype, int s) {
+  v.flat = b_.parameter(TensorType{dtype, {v.numel}});
+  v.has_value = v.read = true;
+  v.param = static_cast<int>(sig_.params.size());
+  sig_.params.push_back({Signature::Param::Slot, s, calls_});
+}
+
+const BucketedRef* ProgramBuilder::bucketed_ref(int32_t ref) const {
+  return plan_ && plan_->refs.at(ref).dynamic ? &plan_->refs[ref] : nullptr;
+}
+
+Value ProgramBuilder::view_shape_param(int32_t ref, size_t rank) {
+  sig_.params.push_back({Signature::Param::ViewShape, ref, calls_});
+  return b_.parameter(TensorType{DType::I64, {2 * static_cast<int64_t>(rank)}});
+}
+
 void ProgramBuilder::add(const OpCall& call) {
   const std::string& op = call.op->name;
   // Read the argument views (a slot's flat value becomes a parameter the first
@@ -153,20 +169,11 @@ void ProgramBuilder::add(const OpCall& call) {
     int s = numbering_.index_of(r.slot);
     SlotValue& v = slot_value(r, s, op);
     const int32_t ref = refs_;
-    const BucketedRef* bucketed = plan_ && plan_->refs.at(ref).dynamic ? &plan_->refs[ref] : nullptr;
+    const BucketedRef* bucketed = bucketed_ref(ref);
     Access access = bucketed ? Access::Gather : access_of(r.view, v.numel);
     Value offset = offset_param(r, access);
-    if (!v.has_value && access != Access::Empty) {
-      v.flat = b_.parameter(TensorType{r.view.dtype, {v.numel}});
-      v.has_value = v.read = true;
-      v.param = static_cast<int>(sig_.params.size());
-      sig_.params.push_back({Signature::Param::Slot, s, calls_});
-    }
-    if (bucketed) {
-      Value shape = b_.parameter(TensorType{DType::I64, {2 * static_cast<int64_t>(r.view.sizes.size())}});
-      sig_.params.push_back({Signature::Param::ViewShape, ref, calls_});
-      return read_bucketed_view(b_, v.flat, *bucketed, shape, offset);
-    }
+    if (!v.has_value && access != Access::Empty) read_slot(v, r.view.dtype, s);
+    if (bucketed) return read_bucketed_view(b_, v.flat, *bucketed, view_shape_param(ref, r.view.sizes.size()), offset);
     return read_view(b_, v.flat, r.view, access, offset);
   };
 
@@ -253,7 +260,7 @@ void ProgramBuilder::add(const OpCall& call) {
       throw LoweringError(op + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
                           " can't be cast to the desired output type " +
                           std::string(hlo::scalar_type_name(view.dtype)));
-    const BucketedRef* bucketed = plan_ && plan_->refs.at(refs_).dynamic ? &plan_->refs[refs_] : nullptr;
+    const BucketedRef* bucketed = bucketed_ref(refs_);
     if (bucketed ? v.dims() != bucketed->padded || (v.type.dynamic & ~bucketed->dynamic_sizes) != 0
                  : v.dims() != view.sizes || v.type.dynamic != 0)
       throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
@@ -263,17 +270,11 @@ void ProgramBuilder::add(const OpCall& call) {
     SlotValue& sv = slot_value(target, s, op);
     Access access = bucketed ? Access::Gather : access_of(view, sv.numel);
     Value offset = offset_param(target, access);
-    if (!sv.has_value && access != Access::Whole) {
-      // A partial write keeps the rest of the storage: read it first.
-      sv.flat = b_.parameter(TensorType{view.dtype, {sv.numel}});
-      sv.has_value = sv.read = true;
-      sv.param = static_cast<int>(sig_.params.size());
-      sig_.params.push_back({Signature::Param::Slot, s, calls_});
-    }
+    // A partial write keeps the rest of the storage: read it first.
+    if (!sv.has_value && access != Access::Whole) read_slot(sv, view.dtype, s);
     Value base = sv.has_value ? sv.flat : b_.full(0, TensorType{view.dtype, {sv.numel}});
     if (bucketed) {
-      Value shape = b_.parameter(TensorType{DType::I64, {2 * static_cast<int64_t>(view.sizes.size())}});
-      sig_.params.push_back({Signature::Param::ViewShape, ref, calls_});
+      Value shape = view_shape_param(ref, view.sizes.size());
       sv.flat = write_bucketed_view(b_, base, b_.convert(v, view.dtype), *bucketed, shape, offset);
     } else {
       sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);

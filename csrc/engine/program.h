@@ -123,7 +123,13 @@ class ProgramBuilder {
     int64_t numel = 0;
   };
   SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
+  // Makes slot `s`'s flat value a parameter (its first read in the program).
+  void read_slot(SlotValue& v, DType dtype, int s);
   hlo::Value offset_param(const TensorRef& r, Access access);
+  // Tensor reference `ref`'s bucketing, or nullptr when it is read exactly.
+  const BucketedRef* bucketed_ref(int32_t ref) const;
+  // The true sizes and strides of bucketed reference `ref` (rank `rank`).
+  hlo::Value view_shape_param(int32_t ref, size_t rank);
 
   const BucketPlan* plan_;
   hlo::Builder b_;
