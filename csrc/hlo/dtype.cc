@@ -146,6 +146,12 @@ bool fits_without_overflow(int64_t v, DType t) {
 
 DType opmath_type(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
 
+DType cpu_cast_via(DType from, DType to) {
+  if (!is_floating(from)) return to;
+  if (to == DType::U8 || to == DType::I8 || to == DType::I16 || to == DType::U16) return DType::I32;
+  return to == DType::U32 ? DType::I64 : to;
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   Category ca = category(a), cb = category(b);

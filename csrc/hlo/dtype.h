@@ -86,6 +86,12 @@ bool fits_without_overflow(int64_t v, DType t);
 // float32 and rounds once at the end); every other dtype is its own.
 DType opmath_type(DType t);
 
+// The dtype a conversion from `from` to `to` passes through to give CPU
+// PyTorch's result: a float converts to int8, uint8, int16 and uint16 through
+// int32, and to uint32 through int64, as C++'s casts on CPU do (out-of-range
+// values wrap instead of saturating); `to` itself for every other pair.
+DType cpu_cast_via(DType from, DType to);
+
 // torch.promote_types for two dtypes.
 DType promote_types(DType a, DType b);
 // torch.can_cast: may an operation whose result is `from` write into `to`?

@@ -1062,10 +1062,7 @@ V zero(Context& cx) {
 // x as dtype `to`, as CPU's copy casts it: float to a narrow integer wraps
 // on CPU (through int32, or int64 for uint32); XLA's convert saturates.
 Value cast_as_cpu(hlo::Builder& b, Value x, DType to) {
-  if (hlo::is_floating(x.dtype()) && (to == DType::U8 || to == DType::I8 || to == DType::I16 || to == DType::U16))
-    x = b.convert(x, DType::I32);
-  if (hlo::is_floating(x.dtype()) && to == DType::U32) x = b.convert(x, DType::I64);
-  return b.convert(x, to);
+  return b.convert(b.convert(x, hlo::cpu_cast_via(x.dtype(), to)), to);
 }
 // aten::copy(self, src): src converted to self's dtype, broadcast to its shape.
 V copy(Context& cx) {

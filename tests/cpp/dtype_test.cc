@@ -60,5 +60,19 @@ TEST(DType, PjrtCodesAreTheRuntimeElementTypes) {
   for (const auto& [t, e] : want) EXPECT_EQ(pjrt_code(t), static_cast<int>(e)) << dtype_name(t);
 }
 
+// CPU PyTorch casts float to narrow integers through C++'s int (they wrap:
+// float(300) to uint8 is 44); XLA's convert would saturate them.
+TEST(DType, CpuCastsFloatToNarrowIntegersThroughAWiderOne) {
+  for (DType to : {DType::U8, DType::I8, DType::I16, DType::U16}) {
+    EXPECT_EQ(cpu_cast_via(DType::F32, to), DType::I32) << dtype_name(to);
+    EXPECT_EQ(cpu_cast_via(DType::BF16, to), DType::I32) << dtype_name(to);
+    EXPECT_EQ(cpu_cast_via(DType::I64, to), to) << dtype_name(to);  // integer to integer wraps in XLA too
+  }
+  EXPECT_EQ(cpu_cast_via(DType::F64, DType::U32), DType::I64);
+  EXPECT_EQ(cpu_cast_via(DType::F32, DType::I32), DType::I32);
+  EXPECT_EQ(cpu_cast_via(DType::F32, DType::F16), DType::F16);
+  EXPECT_EQ(cpu_cast_via(DType::Bool, DType::U8), DType::U8);
+}
+
 }  // namespace
 }  // namespace torch_pjrt::hlo
