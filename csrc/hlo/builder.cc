@@ -430,9 +430,18 @@ Value Builder::reduce(Value x, Value init, const Dims& dims, std::string_view co
 }
 
 Value Builder::scan(Value x, Value init, int64_t dim, std::string_view combiner) {
+  std::string comb(combiner);
+  return scan_multi({x}, {init}, dim, [comb](Builder& b, const std::vector<Value>& a) {
+    return std::vector<Value>{b.op(comb, {a[0], a[1]}, a[0].type)};
+  })[0];
+}
+
+std::vector<Value> Builder::scan_multi(const std::vector<Value>& xs, const std::vector<Value>& inits, int64_t dim,
+                                       const RegionFn& body) {
+  const Value& x = xs[0];
   check_dim("scan", dim, x.rank());
   const int64_t n = x.dims()[dim];
-  if (n <= 1) return x;
+  if (n <= 1) return xs;
   std::string win, str, pad;
   for (int64_t i = 0; i < x.rank(); ++i) {
     win += (i ? ", " : "") + std::to_string(i == dim ? n : 1);
@@ -441,15 +450,19 @@ Value Builder::scan(Value x, Value init, int64_t dim, std::string_view combiner)
   }
   std::string attrs = "window_dimensions = array<i64: " + win + ">, window_strides = array<i64: " + str +
                       ">, padding = dense<[" + pad + "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
-  TensorType scalar{x.dtype(), {}};
-  std::string comb(combiner);
-  Value padded = to_static(x);
-  Value r = op_multi("stablehlo.reduce_window", {padded, init}, {padded.type}, attrs,
-                     {{{scalar, scalar}, [comb](Builder& b, const std::vector<Value>& a) {
-                         return std::vector<Value>{b.op(comb, {a[0], a[1]}, a[0].type)};
-                       }}})[0];
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (x.type.is_dynamic(d)) r = set_dimension_size(r, dimension_size(x, d), d);
+  std::vector<Value> operands;
+  std::vector<TensorType> results, region_args;
+  for (const Value& v : xs) {
+    operands.push_back(to_static(v));
+    results.push_back(operands.back().type);
+  }
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  for (int pass = 0; pass < 2; ++pass)
+    for (const Value& v : xs) region_args.push_back(TensorType{v.dtype(), {}});
+  std::vector<Value> r = op_multi("stablehlo.reduce_window", operands, results, attrs, {{region_args, body}});
+  for (Value& v : r)
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (x.type.is_dynamic(d)) v = set_dimension_size(v, dimension_size(x, d), d);
   return r;
 }
 

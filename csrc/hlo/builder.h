@@ -164,6 +164,11 @@ class Builder {
   // element i depends only on elements 0..i, so what lies past a true size
   // never reaches a value inside it.
   Value scan(Value x, Value init, int64_t dim, std::string_view combiner);
+  // The same over several operands of one shape at once, combined by `body`
+  // (2k scalars in: the running values, then the next elements; k out),
+  // which must be associative and commutative.
+  std::vector<Value> scan_multi(const std::vector<Value>& xs, const std::vector<Value>& inits, int64_t dim,
+                                const RegionFn& body);
 
   Value dot_general(Value a, Value b, const Dims& lhs_batch, const Dims& rhs_batch, const Dims& lhs_contract,
                     const Dims& rhs_contract, DType result);

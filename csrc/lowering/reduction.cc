@@ -565,33 +565,6 @@ Value cumulative(Context& cx, bool is_sum) {
 V cumsum(Context& cx) { return {cumulative(cx, true)}; }
 V cumprod(Context& cx) { return {cumulative(cx, false)}; }
 
-// Inclusive scan of several same-shaped operands along dim with a region
-// combiner: a reduce_window whose window spans the whole dim, padded on the
-// low side with `inits`. The combiner must be associative and commutative.
-V scan_multi(hlo::Builder& b, const V& xs, int64_t dim, const V& inits, const hlo::Builder::RegionFn& body) {
-  const Value& x = xs[0];
-  int64_t n = x.dims()[dim];
-  if (n <= 1) return xs;
-  std::string win, str, pad;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    win += (i ? ", " : "") + std::to_string(i == dim ? n : 1);
-    str += (i ? ", " : "") + std::string("1");
-    pad += (i ? ", " : "") + std::string(i == dim ? "[" + std::to_string(n - 1) + ", 0]" : "[0, 0]");
-  }
-  std::string attrs = "window_dimensions = array<i64: " + win + ">, window_strides = array<i64: " + str +
-                      ">, padding = dense<[" + pad + "]> : tensor<" + std::to_string(x.rank()) + "x2xi64>";
-  V operands = xs;
-  operands.insert(operands.end(), inits.begin(), inits.end());
-  std::vector<TensorType> results, scalars;
-  for (const Value& v : xs) {
-    results.push_back(v.type);
-    scalars.push_back(TensorType{v.dtype(), {}});
-  }
-  std::vector<TensorType> region_args = scalars;
-  region_args.insert(region_args.end(), scalars.begin(), scalars.end());
-  return b.op_multi("stablehlo.reduce_window", operands, results, attrs, {{region_args, body}});
-}
-
 // _cummax_helper / _cummin_helper(self, values!, indices!, dim): running
 // extremum and the index where it was last reached; as on CPU a tie moves
 // the index forward and a NaN wins (the latest NaN).
@@ -618,19 +591,19 @@ V cum_extremum(Context& cx, bool is_max) {
   int64_t d = cx.dim(given, x.rank());
   Value idx = b.iota(TensorType{DType::I64, x.dims()}, d);
   Value init = is_max ? lowest(b, x.dtype()) : highest(b, x.dtype());
-  V r = scan_multi(b, {x, idx}, d, {init, b.constant(-1, DType::I64)},
-                   [is_max](hlo::Builder& b, const std::vector<Value>& a) {
-                     Value v0 = a[0], i0 = a[1], v1 = a[2], i1 = a[3];
-                     Value nan0 = b.compare(v0, v0, "NE"), nan1 = b.compare(v1, v1, "NE");
-                     Value later = b.compare(i0, i1, "GT");
-                     Value better = b.compare(v0, v1, is_max ? "GT" : "LT");
-                     Value tie = b.compare(v0, v1, "EQ");
-                     Value neither = b.and_(b.not_(nan0), b.not_(nan1));
-                     Value both = b.and_(nan0, nan1);
-                     Value pick0 = b.or_(b.and_(nan0, b.not_(nan1)), b.and_(both, later));
-                     pick0 = b.or_(pick0, b.and_(neither, b.or_(better, b.and_(tie, later))));
-                     return V{b.select(pick0, v0, v1), b.select(pick0, i0, i1)};
-                   });
+  V r = b.scan_multi({x, idx}, {init, b.constant(-1, DType::I64)}, d,
+                     [is_max](hlo::Builder& b, const std::vector<Value>& a) {
+                       Value v0 = a[0], i0 = a[1], v1 = a[2], i1 = a[3];
+                       Value nan0 = b.compare(v0, v0, "NE"), nan1 = b.compare(v1, v1, "NE");
+                       Value later = b.compare(i0, i1, "GT");
+                       Value better = b.compare(v0, v1, is_max ? "GT" : "LT");
+                       Value tie = b.compare(v0, v1, "EQ");
+                       Value neither = b.and_(b.not_(nan0), b.not_(nan1));
+                       Value both = b.and_(nan0, nan1);
+                       Value pick0 = b.or_(b.and_(nan0, b.not_(nan1)), b.and_(both, later));
+                       pick0 = b.or_(pick0, b.and_(neither, b.or_(better, b.and_(tie, later))));
+                       return V{b.select(pick0, v0, v1), b.select(pick0, i0, i1)};
+                     });
   return {b.convert(r[0], vt), b.convert(r[1], it)};
 }
 V cummax_helper(Context& cx) { return cum_extremum(cx, true); }
@@ -654,7 +627,7 @@ V logcumsumexp(Context& cx) {
   Value xf = b.convert(x, t);
   if (x.rank() == 0) return {x};
   Value ninf = b.constant(-std::numeric_limits<double>::infinity(), t);
-  V r = scan_multi(b, {xf}, d, {ninf}, [](hlo::Builder& b, const std::vector<Value>& a) {
+  V r = b.scan_multi({xf}, {ninf}, d, [](hlo::Builder& b, const std::vector<Value>& a) {
     Value x0 = a[0], x1 = a[1];
     Value mx = b.max(x0, x1), mn = b.min(x0, x1);
     Value inf = b.constant(std::numeric_limits<double>::infinity(), x0.dtype());
