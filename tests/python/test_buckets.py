@@ -186,6 +186,39 @@ def test_bucketed_index_checks_and_wraps_against_the_true_size(mode):
     close(xt[:, idx.to(TPU)], x[:, idx])  # and the process goes on
 
 
+def test_division_of_a_growing_tensor_compiles_a_bucket_per_octave(mode):
+    g = torch.Generator().manual_seed(7)
+
+    def divisors(n):  # nonzero, both signs
+        return torch.randint(1, 9, (2, n), generator=g) * (torch.randint(0, 2, (2, n), generator=g) * 2 - 1)
+
+    a, d = torch.randint(-50, 50, (2, 8), generator=g), divisors(8)
+    at, dt = a.to(TPU), d.to(TPU)
+    for _ in range(40):
+        col, dcol = torch.randint(-50, 50, (2, 1), generator=g), divisors(1)
+        a, at = torch.cat([a, col], 1), torch.cat([at, col.to(TPU)], 1)
+        d, dt = torch.cat([d, dcol], 1), torch.cat([dt, dcol.to(TPU)], 1)
+        assert torch.equal(torch.floor_divide(at, dt).cpu(), torch.floor_divide(a, d))
+        assert torch.equal(torch.div(at, dt, rounding_mode="trunc").cpu(), torch.div(a, d, rounding_mode="trunc"))
+        assert torch.equal(torch.remainder(at, dt).cpu(), torch.remainder(a, d))
+        assert torch.equal(torch.fmod(at, dt).cpu(), torch.fmod(a, d))
+        af, df = a.double() / 3, d.double() / 7
+        aft, dft = at.double() / 3, dt.double() / 7  # bucketed storages, as the cat results are
+        close(torch.div(aft, dft, rounding_mode="floor"), torch.div(af, df, rounding_mode="floor"), tol=1e-12)
+    by_name = torch_pjrt.metrics()["compiles_by_name"]
+    budget = int(math.log2(48)) + 4  # the length grows from 9 to 48
+    for op in ("aten::div.Tensor_mode", "aten::remainder.Tensor", "aten::fmod.Tensor", "aten::floor_divide"):
+        assert by_name.get(op, 0) <= 2 * budget, by_name  # div.Tensor_mode: int64 and float64
+    assert torch_pjrt.metrics()["bucket_hits"] > 0
+    # A zero divisor at the true end raises, as on CPU; the padding past it (inside the bucket) never does.
+    d[:, -1] = 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.remainder(a, d)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.remainder(at, d.to(TPU)).cpu()
+    assert torch.equal(torch.remainder(at, dt).cpu(), torch.remainder(a, dt.cpu()))  # and the process goes on
+
+
 def test_buckets_off_runs_exact_programs():
     import subprocess
     import sys
