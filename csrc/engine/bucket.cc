@@ -17,9 +17,18 @@ int64_t bucket_of(int64_t n) {
 }
 
 void ShapeHistory::settle(Record& r, const std::vector<int64_t>& shapes, const std::vector<uint8_t>& is_size) {
-  // A size that stays dynamic: one off an earlier value, and kDistinct
-  // values (a growing length). Every other dynamic size settles.
-  auto stays = [&](size_t i) { return r.dynamic[i] == kAdjacent && r.seen[(i + 1) * kDistinct - 1] != kNone; };
+  // A size that stays dynamic: a growing length, whose first kDistinct
+  // values include n, n + 1, n + 2 taken one after another. Every other
+  // dynamic size settles, also small sizes one apart that a loop cycles
+  // through (spatial sizes 2 and 1, the head counts and widths of several
+  // models' layers: 4, 32, 2, 24, 7, 3, 1).
+  auto stays = [&](size_t i) {
+    if (r.dynamic[i] != kAdjacent) return false;
+    const int64_t* seen = &r.seen[i * kDistinct];
+    for (int k = 0; k + 2 < kDistinct && seen[k + 2] != kNone; ++k)
+      if (seen[k + 1] == seen[k] + 1 && seen[k + 2] == seen[k] + 2) return true;
+    return false;
+  };
   bool settles = false, sizes_stay = false;
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (!is_size[i] || !r.dynamic[i]) continue;

@@ -93,10 +93,12 @@ enum class Shapes : uint8_t {
 // observed calls of all structures, so that an op called once per step
 // settles as fast as the loop does), its sizes are static again: its calls
 // run exact, and fused mode decides
-// their placements anew (generation()). A growing length (kDistinct values,
-// one of them one off another) never settles, so a second generate() over
-// the same lengths stays bucketed. All of it is a function of the op
-// stream, never of time.
+// their placements anew (generation()). A growing length (three
+// consecutive values taken one after another) never settles, so a second
+// generate() over the same lengths stays bucketed. kRecent is large enough
+// for the shapes that one structure (an mm, an optimizer's addcdiv) cycles
+// through in a process that trains several models. All of it is a function
+// of the op stream, never of time.
 class ShapeHistory {
  public:
   // Records the sizes, strides and storage sizes of `call`'s views and says
@@ -118,7 +120,7 @@ class ShapeHistory {
 
  private:
   static constexpr int kDistinct = 8;
-  static constexpr size_t kRecent = 32;
+  static constexpr size_t kRecent = 256;
   static constexpr int64_t kSettleCalls = 16;
   static constexpr int64_t kNone = INT64_MIN;
   // Why a position is dynamic: a size by its values' count or by one off

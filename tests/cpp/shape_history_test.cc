@@ -67,6 +67,30 @@ TEST(ShapeHistory, SmallSizesOneApartSettle) {
   for (int64_t s : {8, 4, 2, 1}) EXPECT_EQ(observe(h, s, 16), Shapes::Static) << s;
 }
 
+// Several models in one process: one structure cycles through small sizes
+// that include 1, 2, 3 and 4 (head counts, spatial sizes), taken in no
+// growing order. It is no growing length: it settles.
+TEST(ShapeHistory, SmallSizesOfSeveralModelsSettle) {
+  ShapeHistory h;
+  const std::vector<int64_t> sizes = {4, 32, 2, 24, 7, 3, 1, 11};
+  for (int pass = 0; pass < 30; ++pass)
+    for (int64_t s : sizes) observe(h, s, 16);
+  for (int64_t s : sizes) EXPECT_EQ(observe(h, s, 16), Shapes::Static) << s;
+}
+
+// One structure (an mm) that cycles through more distinct shapes than a
+// handful of layers have: 96 of them. Once the cycle repeats, none is new,
+// and it settles.
+TEST(ShapeHistory, AManyShapedCycleSettles) {
+  ShapeHistory h;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (int64_t rows : {8, 16, 32, 64, 96, 128, 192, 256})
+    for (int64_t n : {32, 48, 64, 96, 128, 172, 256, 384, 512, 640, 768, 1024}) shapes.push_back({rows, n});
+  for (int pass = 0; pass < 8; ++pass)
+    for (auto [rows, n] : shapes) observe(h, rows, n);
+  for (auto [rows, n] : shapes) EXPECT_EQ(observe(h, rows, n), Shapes::Static) << rows << "x" << n;
+}
+
 // A length that grows by one (a KV cache) stays dynamic, also when a second
 // decode repeats the same lengths, and also during each step's many calls
 // of one length (a deep model's layers).
