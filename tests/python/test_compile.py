@@ -23,6 +23,16 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
+def assert_accumulated_grads_near_float64(tpu, cpu, exact, passes):
+    """tpu's gradients, accumulated over `passes` backward passes, against float64 (`exact`, one pass): at most a few
+    times as far from it as CPU float32's one pass times `passes` (summation orders differ by platform and CPU
+    model)."""
+    for p, q, e in zip(tpu.parameters(), cpu.parameters(), exact.parameters(), strict=True):
+        cpu_error = (passes * q.grad.double() - passes * e.grad).abs().max().item()
+        tpu_error = (p.grad.cpu().double() - passes * e.grad).abs().max().item()
+        assert tpu_error <= 4 * cpu_error + 1e-6 * e.grad.abs().max().item(), (tpu_error, cpu_error)
+
+
 def mlp():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4))
@@ -45,14 +55,9 @@ def test_forward_and_backward_match_cpu_as_one_program_each():
     ref = cpu(x)
     ref.square().sum().backward()
     torch.testing.assert_close(out.cpu(), ref)
-    # Three backward passes accumulated, against float64: tpu may be at most a few times as far from it as CPU
-    # float32 is (summation orders differ by platform and CPU model).
     exact = mlp().double()
     exact(x.double()).square().sum().backward()
-    for p, q, e in zip(tpu.parameters(), cpu.parameters(), exact.parameters(), strict=True):
-        cpu_error = (3 * q.grad.double() - 3 * e.grad).abs().max().item()
-        tpu_error = (p.grad.cpu().double() - 3 * e.grad).abs().max().item()
-        assert tpu_error <= 4 * cpu_error + 1e-6 * e.grad.abs().max().item(), (tpu_error, cpu_error)
+    assert_accumulated_grads_near_float64(tpu, cpu, exact, passes=3)
 
 
 def test_non_contiguous_and_in_place_inputs():
@@ -358,10 +363,7 @@ def test_async_compile_runs_op_by_op_until_the_graph_program_is_ready():
     exact = net().double()
     exact.load_state_dict({k: v.double() for k, v in cpu.state_dict().items()})
     exact(x.double()).square().sum().backward()
-    for p, q, e in zip(tpu.parameters(), cpu.parameters(), exact.parameters(), strict=True):
-        cpu_error = (3 * q.grad.double() - 3 * e.grad).abs().max().item()
-        tpu_error = (p.grad.cpu().double() - 3 * e.grad).abs().max().item()
-        assert tpu_error <= 4 * cpu_error + 1e-6 * e.grad.abs().max().item(), (tpu_error, cpu_error)
+    assert_accumulated_grads_near_float64(tpu, cpu, exact, passes=3)
 
 
 def test_async_compile_is_a_bool_option():
