@@ -74,10 +74,20 @@ int64_t parse_bytes(const char* v, int64_t fallback) {
   double n = std::strtod(v, &end);
   if (end == v || n < 0) return fallback;
   switch (*end) {
-    case 'k': case 'K': n *= 1024; break;
-    case 'm': case 'M': n *= 1024.0 * 1024; break;
-    case 'g': case 'G': n *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'k':
+    case 'K':
+      n *= 1024;
+      break;
+    case 'm':
+    case 'M':
+      n *= 1024.0 * 1024;
+      break;
+    case 'g':
+    case 'G':
+      n *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return static_cast<int64_t>(n);
 }
@@ -440,8 +450,8 @@ void DiskCache::writer_loop() {
       try {
         e = job.make();
       } catch (const std::exception& ex) {
-        report_once("serialize", std::string("a program could not be serialised (") + ex.what() +
-                                     "); it stays in memory only");
+        report_once("serialize",
+                    std::string("a program could not be serialised (") + ex.what() + "); it stays in memory only");
       }
       if (e) bytes = encode_entry(*e, options_.fingerprint);
     }

@@ -794,10 +794,16 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
 
   if (capturing_ && capture_ok_) return;  // a captured graph is one region: no cuts
   if (period_.length() >= (int64_t{1} << 16)) period_.reset();
+  // The period of the stream since the last sync point, or else of its
+  // recent calls: a loop entered after other work with no sync point
+  // between is periodic only from some call on.
   const int64_t p = period_.push(planned.structure);
-  if (p > 0) {
-    const int64_t unit = p * std::max<int64_t>(1, (kMinPeriodCut + p - 1) / p);
-    if ((period_.length() % unit) % static_cast<int64_t>(kMaxRegionCalls) == 0) return flush(FlushReason::Period);
+  const int64_t q = recent_.push(planned.structure);
+  const int64_t period = p > 0 ? p : q;
+  if (period > 0) {
+    const int64_t unit = period * std::max<int64_t>(1, (kMinPeriodCut + period - 1) / period);
+    const int64_t at = p > 0 ? period_.length() : recent_.since_found();
+    if ((at % unit) % static_cast<int64_t>(kMaxRegionCalls) == 0) return flush(FlushReason::Period);
   }
   if (region_.calls.size() >= kMaxRegionCalls) return flush(FlushReason::CapCalls);
   if (region_.fresh_bytes >= kMaxRegionBytes) return flush(FlushReason::CapBytes);
@@ -806,7 +812,7 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
 void Engine::flush(FlushReason why) {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (flushing_) return;
-  if (why == FlushReason::Sync || why == FlushReason::Read) period_.reset();
+  if (why == FlushReason::Sync || why == FlushReason::Read) period_.reset(), recent_.reset();
   if (region_.empty()) return;
   if (capturing_ && !recording_) capture_ok_ = false;
   flushing_ = true;

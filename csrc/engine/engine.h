@@ -418,7 +418,8 @@ class Engine {
   // may ask for a flush again (a no-op while `flushing_`).
   std::recursive_mutex region_mu_;
   Region region_;
-  StreamPeriod period_;
+  StreamPeriod period_;  // the op stream since the last sync point
+  RecentPeriod recent_;  // its recent calls (join())
   bool flushing_ = false;
   // Capture (begin_capture): the capturing thread, whether the region is
   // still one region of its calls, whether the next flush records it.

@@ -1,5 +1,7 @@
 #include "engine/region.h"
 
+#include <algorithm>
+
 namespace torch_pjrt::engine {
 
 int Region::index_of(Slot* slot) {
@@ -77,6 +79,33 @@ int64_t StreamPeriod::push(uint64_t h) {
   pi_.push_back(k);
   const int64_t n = static_cast<int64_t>(i + 1), p = n - k;
   return k >= p ? p : 0;
+}
+
+int64_t RecentPeriod::push(uint64_t h) {
+  if (ring_.empty()) {
+    ring_.assign(2 * kMaxPeriod, 0);
+    run_.assign(kMaxPeriod, 0);
+  }
+  // ring_ holds each hash twice (at i and i + kMaxPeriod), so the calls p
+  // back, p = 1..kMaxPeriod, lie in one contiguous range, read backwards:
+  // run_[p - 1] pairs with before[kMaxPeriod - p].
+  const size_t at = static_cast<size_t>(n_ % kMaxPeriod);
+  const uint64_t* before = ring_.data() + at;
+  int64_t* run = run_.data();
+  for (size_t j = 0; j < static_cast<size_t>(kMaxPeriod); ++j)
+    run[kMaxPeriod - 1 - j] = before[j] == h ? run[kMaxPeriod - 1 - j] + 1 : 0;
+  ring_[at] = ring_[at + kMaxPeriod] = h;
+  ++n_;
+  if (period_ > 0 && run_[period_ - 1] == 0) period_ = 0;
+  const int64_t reach = std::min(n_ - 1, kMaxPeriod);
+  for (int64_t p = 1; period_ == 0 && p <= reach; ++p)
+    if (run_[p - 1] >= std::max(p, kMinRun)) period_ = p, found_at_ = n_;
+  return period_;
+}
+
+void RecentPeriod::reset() {
+  std::fill(run_.begin(), run_.end(), 0);
+  n_ = period_ = found_at_ = 0;
 }
 
 void StreamPeriod::reset() {

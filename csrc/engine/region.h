@@ -85,4 +85,28 @@ class StreamPeriod {
   std::vector<int32_t> pi_;  // prefix function
 };
 
+// The period of the stream's recent calls, for a stream whose start is not
+// periodic (a loop entered after other work, with no sync point between):
+// p is the period once each of the last max(p, kMinRun) calls equals the
+// call p before it (the last two periods repeat), and it stays the period
+// while each new call does too. When there is none, the smallest such p up
+// to kMaxPeriod is taken.
+class RecentPeriod {
+ public:
+  static constexpr int64_t kMaxPeriod = 256;
+  static constexpr int64_t kMinRun = 32;
+  // Appends one call's structural hash; returns the period, else 0.
+  int64_t push(uint64_t h);
+  // Calls since the period was found (0 at the call that found it).
+  int64_t since_found() const { return n_ - found_at_; }
+  void reset();
+
+ private:
+  std::vector<uint64_t> ring_;  // the last kMaxPeriod hashes
+  std::vector<int64_t> run_;    // per p: how many of the last calls equal the call p before each
+  int64_t n_ = 0;
+  int64_t period_ = 0;
+  int64_t found_at_ = 0;
+};
+
 }  // namespace torch_pjrt::engine

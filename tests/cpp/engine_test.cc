@@ -365,6 +365,38 @@ TEST(StreamPeriod, FindsAPeriodOnceItRepeatedTwice) {
   EXPECT_EQ(p.push(5), 1);
 }
 
+TEST(RecentPeriod, FindsTheLoopAfterAPrologueAndFollowsABreak) {
+  engine::RecentPeriod p;
+  // A prologue, then a loop of 40 calls (above kMinRun): found once its last
+  // two periods repeat, at the call that completes them.
+  for (uint64_t h : {7, 8, 9}) EXPECT_EQ(p.push(h), 0);
+  int64_t found = -1;
+  for (int64_t i = 0; i < 200; ++i) {
+    const int64_t got = p.push(100 + i % 40);
+    if (got && found < 0) {
+      found = i;
+      EXPECT_EQ(p.since_found(), 0);
+    }
+    if (found >= 0) EXPECT_EQ(got, 40) << i;
+  }
+  EXPECT_EQ(p.since_found(), 200 - 1 - found);
+  EXPECT_EQ(found, 79);
+  // A call off the period breaks it; a new loop of 50 calls is found after
+  // two of its periods.
+  EXPECT_EQ(p.push(1), 0);
+  found = -1;
+  for (int64_t i = 0; i < 150; ++i)
+    if (p.push(500 + i % 50) && found < 0) found = i;
+  EXPECT_EQ(found, 99);
+  // A repeated call is a period only after kMinRun repeats; two in a row are
+  // not one.
+  p.reset();
+  EXPECT_EQ(p.push(3), 0);
+  EXPECT_EQ(p.push(3), 0);
+  for (int64_t i = 2; i < engine::RecentPeriod::kMinRun; ++i) EXPECT_EQ(p.push(3), 0);
+  EXPECT_EQ(p.push(3), 1);
+}
+
 TEST(Region, KeysFollowStructureAndDeadStoragesNotPointers) {
   auto key_of = [](Slot& x, Slot& y, bool y_dead) {
     engine::Region r;

@@ -181,15 +181,22 @@ def test_an_index_error_inside_a_region_names_the_op_and_the_line():
     torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)  # the process keeps working
 
 
-def _sgd_losses(steps: int, sync_every: int, device) -> tuple[list[float], list[int]]:
+def _sgd_losses(
+    steps: int, sync_every: int, device, prologue: bool = False, compiles_at: tuple = ()
+) -> tuple[list[float], list[int]]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)).double().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     data = torch.randn(32, 8, dtype=torch.float64)
     target = data.sum(1, keepdim=True).sin()
     x, y = data.to(device), target.to(device)
+    if prologue:  # calls that never repeat, with no sync point before the loop
+        for k in range(1, 9):
+            (x[:k] * k).sum(0)
     losses, compiles = [], []
     for i in range(steps):
+        if i in compiles_at:
+            compiles.append(torch_pjrt.metrics()["compiles"])
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
@@ -205,6 +212,16 @@ def test_a_loop_that_syncs_every_100_steps_runs_a_bounded_set_of_regions():
     assert compiles[-1] - compiles[0] <= 3, compiles
     assert m()["flush_reasons"].get("period", 0) > 0, m()["flush_reasons"]
     ref, _ = _sgd_losses(300, 100, "cpu")
+    torch.testing.assert_close(losses, ref, rtol=1e-9, atol=0)
+
+
+def test_a_loop_entered_after_other_work_is_cut_at_the_period_of_its_recent_calls():
+    # The stream since the last sync point starts with calls that never repeat, so it has no period as a whole;
+    # without the period of its recent calls, the call cap would cut the loop at a new phase each time.
+    losses, compiles = _sgd_losses(120, 120, TPU, prologue=True, compiles_at=(20, 115))
+    assert compiles[1] == compiles[0], compiles
+    assert m()["flush_reasons"].get("period", 0) > 0, m()["flush_reasons"]
+    ref, _ = _sgd_losses(120, 120, "cpu", prologue=True)
     torch.testing.assert_close(losses, ref, rtol=1e-9, atol=0)
 
 
