@@ -794,16 +794,21 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
 
   if (capturing_ && capture_ok_) return;  // a captured graph is one region: no cuts
   if (period_.length() >= (int64_t{1} << 16)) period_.reset();
-  // The period of the stream since the last sync point, or else of its
-  // recent calls: a loop entered after other work with no sync point
-  // between is periodic only from some call on.
+  // Cut at the period of the stream since the last sync point; or, once
+  // the call cap cut that stream, at the period of its recent calls: a loop
+  // entered after other work with no sync point between (a decode loop
+  // after its prompt) is periodic only from some call on, and the cap would
+  // cut it at a new phase each time. There, regions hold as many cut units
+  // as fit under the cap, counted from where the period was found.
   const int64_t p = period_.push(planned.structure);
   const int64_t q = recent_.push(planned.structure);
-  const int64_t period = p > 0 ? p : q;
-  if (period > 0) {
-    const int64_t unit = period * std::max<int64_t>(1, (kMinPeriodCut + period - 1) / period);
-    const int64_t at = p > 0 ? period_.length() : recent_.since_found();
-    if ((at % unit) % static_cast<int64_t>(kMaxRegionCalls) == 0) return flush(FlushReason::Period);
+  auto unit_of = [](int64_t period) { return period * std::max<int64_t>(1, (kMinPeriodCut + period - 1) / period); };
+  if (p > 0) {
+    if ((period_.length() % unit_of(p)) % static_cast<int64_t>(kMaxRegionCalls) == 0) return flush(FlushReason::Period);
+  } else if (q > 0 && capped_) {
+    const int64_t unit = unit_of(q);
+    const int64_t units = std::max<int64_t>(1, static_cast<int64_t>(kMaxRegionCalls) / unit) * unit;
+    if (recent_.since_found() % units == 0) return flush(FlushReason::Period);
   }
   if (region_.calls.size() >= kMaxRegionCalls) return flush(FlushReason::CapCalls);
   if (region_.fresh_bytes >= kMaxRegionBytes) return flush(FlushReason::CapBytes);
@@ -812,7 +817,8 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
 void Engine::flush(FlushReason why) {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (flushing_) return;
-  if (why == FlushReason::Sync || why == FlushReason::Read) period_.reset(), recent_.reset();
+  if (why == FlushReason::Sync || why == FlushReason::Read) period_.reset(), recent_.reset(), capped_ = false;
+  if (why == FlushReason::CapCalls || why == FlushReason::CapBytes) capped_ = true;
   if (region_.empty()) return;
   if (capturing_ && !recording_) capture_ok_ = false;
   flushing_ = true;

@@ -420,6 +420,7 @@ class Engine {
   Region region_;
   StreamPeriod period_;  // the op stream since the last sync point
   RecentPeriod recent_;  // its recent calls (join())
+  bool capped_ = false;  // a cap cut the stream since the last sync point
   bool flushing_ = false;
   // Capture (begin_capture): the capturing thread, whether the region is
   // still one region of its calls, whether the next flush records it.

@@ -201,6 +201,8 @@ def _sgd_losses(
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
+        if prologue:
+            x.mul(0.5)  # a dead value: 17 calls per step, so the call cap (512) cuts each step at a new phase
         if (i + 1) % sync_every == 0:
             losses.append(loss.item())
             compiles.append(torch_pjrt.metrics()["compiles"])
@@ -216,12 +218,13 @@ def test_a_loop_that_syncs_every_100_steps_runs_a_bounded_set_of_regions():
 
 
 def test_a_loop_entered_after_other_work_is_cut_at_the_period_of_its_recent_calls():
-    # The stream since the last sync point starts with calls that never repeat, so it has no period as a whole;
-    # without the period of its recent calls, the call cap would cut the loop at a new phase each time.
-    losses, compiles = _sgd_losses(120, 120, TPU, prologue=True, compiles_at=(20, 115))
+    # The stream since the last sync point starts with calls that never repeat, so it has no period as a whole.
+    # Once the call cap cut it, regions follow the period of its recent calls; the cap alone would cut the loop at a
+    # new phase each time (a new program every 30 steps here).
+    losses, compiles = _sgd_losses(200, 200, TPU, prologue=True, compiles_at=(80, 195))
     assert compiles[1] == compiles[0], compiles
     assert m()["flush_reasons"].get("period", 0) > 0, m()["flush_reasons"]
-    ref, _ = _sgd_losses(120, 120, "cpu", prologue=True)
+    ref, _ = _sgd_losses(200, 200, "cpu", prologue=True)
     torch.testing.assert_close(losses, ref, rtol=1e-9, atol=0)
 
 
