@@ -800,12 +800,17 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
   // after its prompt) is periodic only from some call on, and the cap would
   // cut it at a new phase each time. There, regions hold as many cut units
   // as fit under the cap, counted from where the period was found.
+  // The recent calls are followed only while they are used, from the cap on.
   const int64_t p = period_.push(planned.structure);
-  const int64_t q = recent_.push(planned.structure);
+  int64_t q = 0;
+  if (p == 0 && capped_)
+    q = recent_.push(planned.structure);
+  else if (recent_.length() > 0)
+    recent_.reset();
   auto unit_of = [](int64_t period) { return period * std::max<int64_t>(1, (kMinPeriodCut + period - 1) / period); };
   if (p > 0) {
     if ((period_.length() % unit_of(p)) % static_cast<int64_t>(kMaxRegionCalls) == 0) return flush(FlushReason::Period);
-  } else if (q > 0 && capped_) {
+  } else if (q > 0) {
     const int64_t unit = unit_of(q);
     const int64_t units = std::max<int64_t>(1, static_cast<int64_t>(kMaxRegionCalls) / unit) * unit;
     if (recent_.since_found() % units == 0) return flush(FlushReason::Period);

@@ -99,6 +99,7 @@ class RecentPeriod {
   int64_t push(uint64_t h);
   // Calls since the period was found (0 at the call that found it).
   int64_t since_found() const { return n_ - found_at_; }
+  int64_t length() const { return n_; }
   void reset();
 
  private:
