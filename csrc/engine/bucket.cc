@@ -253,16 +253,13 @@ TensorType capacity_of(const TensorType& r, const hlo::Dims& buckets) {
   return t;
 }
 
-Value compact_bucketed_result(hlo::Builder& b, Value r, Value sizes, const hlo::Dims& buckets) {
+namespace {
+
+// `r` (with dynamic dims) as a static value at its capacity: the true sizes
+// fit the buckets, so cutting loses nothing.
+Value static_at_buckets(hlo::Builder& b, Value r, const hlo::Dims& buckets) {
   const int64_t rank = r.rank();
-  int first = -1, count = 0;
-  for (int64_t d = 0; d < rank; ++d)
-    if (r.type.is_dynamic(d)) {
-      if (first < 0) first = static_cast<int>(d);
-      ++count;
-    }
   Value padded = b.to_static(r);
-  // To the buckets: the true sizes fit them, so cutting loses nothing.
   const TensorType target = capacity_of(r.type, buckets);
   hlo::Dims zero(rank, 0), one(rank, 1), high(rank, 0), limit = padded.dims();
   bool cut = false, grow = false;
@@ -272,6 +269,27 @@ Value compact_bucketed_result(hlo::Builder& b, Value r, Value sizes, const hlo::
   }
   if (cut) padded = b.slice(padded, zero, limit, one);
   if (grow) padded = b.pad(padded, b.constant(0, padded.dtype()), zero, high, zero);
+  return padded;
+}
+
+}  // namespace
+
+Value fit_to_buckets(hlo::Builder& b, Value r, Value sizes, const hlo::Dims& buckets) {
+  Value v = static_at_buckets(b, r, buckets);
+  for (int64_t d = 0; d < r.rank(); ++d)
+    if (r.type.is_dynamic(d)) v = b.set_dimension_size(v, b.convert(element(b, sizes, d), DType::I32), d);
+  return v;
+}
+
+Value compact_bucketed_result(hlo::Builder& b, Value r, Value sizes, const hlo::Dims& buckets) {
+  const int64_t rank = r.rank();
+  int first = -1, count = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    if (r.type.is_dynamic(d)) {
+      if (first < 0) first = static_cast<int>(d);
+      ++count;
+    }
+  Value padded = static_at_buckets(b, r, buckets);
   const int64_t cap = padded.type.numel();
   bool prefix = count == 1;  // one dynamic dim with only size-1 dims before it
   for (int d = 0; d < first; ++d) prefix &= padded.dims()[d] == 1;

@@ -61,6 +61,14 @@ struct BucketedRef {
   bool dynamic = false;
   uint32_t dynamic_sizes = 0;  // bit d: dim d is bucketed
   hlo::Dims padded;            // the sizes, bucketed dims at their bucket
+  // A fused region's fresh result (a whole write of its new storage, whose
+  // capacity is `padded`): the value is compacted into the storage as a
+  // bucketed call's fresh result is (compact_bucketed_result).
+  bool fresh = false;
+  // An argument that reads a storage exactly as a fresh result of the same
+  // region wrote it (the same sizes, contiguous, at offset 0): it takes
+  // that value itself instead of gathering it back from the storage.
+  bool forward = false;
 };
 
 // A call's bucketing: per tensor reference, in for_each_ref order.
@@ -74,6 +82,8 @@ struct BucketPlan {
   // its own bucket).
   std::vector<hlo::Dims> results;
 };
+// Per call of a sequence, its bucketing or nullptr (exact).
+using Plans = std::vector<const BucketPlan*>;
 
 // What ShapeHistory::observe found for a call.
 enum class Shapes : uint8_t {
@@ -164,5 +174,8 @@ hlo::Value write_bucketed_view(hlo::Builder& b, hlo::Value flat, hlo::Value upda
 hlo::Value compact_bucketed_result(hlo::Builder& b, hlo::Value r, hlo::Value sizes, const hlo::Dims& buckets);
 // r's dims with its dynamic ones at `buckets`.
 hlo::TensorType capacity_of(const hlo::TensorType& r, const hlo::Dims& buckets);
+// `r` cut or padded to `buckets` in its dynamic dims, which keep their true
+// sizes `sizes` (i64[rank]): the value a forwarded argument reads.
+hlo::Value fit_to_buckets(hlo::Builder& b, hlo::Value r, hlo::Value sizes, const hlo::Dims& buckets);
 
 }  // namespace torch_pjrt::engine

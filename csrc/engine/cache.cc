@@ -63,6 +63,7 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
     w.push_back(static_cast<int64_t>(b.padded.size()));
     w.insert(w.end(), b.padded.begin(), b.padded.end());
     w.push_back(b.dynamic_sizes);
+    w.push_back(b.fresh + 2 * b.forward);
     w.push_back(numel);
     return;
   }
@@ -127,6 +128,19 @@ void append_call_words(std::vector<int64_t>& w, const OpCall& call, Numbering& n
 template void append_call_words<SlotNumbering>(std::vector<int64_t>&, const OpCall&, SlotNumbering&);
 template void append_call_words<Region>(std::vector<int64_t>&, const OpCall&, Region&);
 
+template <typename Numbering>
+void append_bucket_call_words(std::vector<int64_t>& w, const OpCall& call, const BucketPlan& plan,
+                              Numbering& numbering) {
+  w.push_back(-1);  // bucketed (an exact key holds its number of calls here)
+  ViewWords vw{nullptr, &plan, 0};
+  push_call(w, call, numbering, &vw);
+  for (const auto& r : plan.results) {
+    w.push_back(static_cast<int64_t>(r.size()));
+    w.insert(w.end(), r.begin(), r.end());
+  }
+}
+template void append_bucket_call_words<Region>(std::vector<int64_t>&, const OpCall&, const BucketPlan&, Region&);
+
 std::string ProgramKey::hex() const {
   static const char digits[] = "0123456789abcdef";
   std::string s(16, '0');
@@ -171,13 +185,7 @@ void make_bucket_key(int64_t identity, const OpCall& call, const BucketPlan& pla
   w.clear();
   slots.clear();
   w.push_back(identity);
-  w.push_back(-1);  // bucketed (an exact key holds its number of calls here)
-  ViewWords vw{nullptr, &plan, 0};
-  push_call(w, call, slots, &vw);
-  for (const auto& r : plan.results) {
-    w.push_back(static_cast<int64_t>(r.size()));
-    w.insert(w.end(), r.begin(), r.end());
-  }
+  append_bucket_call_words(w, call, plan, slots);
   key.hash = fnv(w);
 }
 

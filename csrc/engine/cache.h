@@ -64,6 +64,12 @@ uint64_t fnv_extend(uint64_t h, const int64_t* w, size_t n);
 template <typename Numbering>
 void append_call_words(std::vector<int64_t>& w, const OpCall& call, Numbering& numbering);
 
+// The same for `call` run bucketed by `plan` (as make_bucket_key writes it
+// after the identity word).
+template <typename Numbering>
+void append_bucket_call_words(std::vector<int64_t>& w, const OpCall& call, const BucketPlan& plan,
+                              Numbering& numbering);
+
 // Builds the key of the `n` calls at `calls` into `key` and numbers their
 // distinct slots into `slots` (both cleared first, their storage reused).
 // Throws lowering::LoweringError for a view that reaches outside its storage

@@ -76,9 +76,10 @@ std::string summarize(const std::vector<const OpCall*>& calls) {
 
 // TORCH_PJRT_DEBUG_COMPILES=1: one stderr line per compile, with the views
 // of a one-call program (which size or stride made it new).
-void log_compile(const std::vector<const OpCall*>& calls, const BucketPlan* bucketed) {
+void log_compile(const std::vector<const OpCall*>& calls, const Plans& plans) {
   static const bool on = std::getenv("TORCH_PJRT_DEBUG_COMPILES") != nullptr;
   if (!on) return;
+  const bool bucketed = std::any_of(plans.begin(), plans.end(), [](const BucketPlan* p) { return p != nullptr; });
   std::string s = summarize(calls) + (bucketed ? " (bucketed)" : "");
   if (calls.size() == 1)
     for_each_ref(*calls.front(), [&](const TensorRef& r, bool target) {
@@ -184,10 +185,10 @@ const std::string& program_name(const std::vector<const OpCall*>& calls) {
 }  // namespace
 
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                                     const std::vector<uint8_t>* dead, const BucketPlan* bucketed) {
-  log_compile(calls, bucketed);
+                                                     const std::vector<uint8_t>* dead, const Plans& plans) {
+  log_compile(calls, plans);
   return compile(
-      key, [&] { return lower(calls, dead, bucketed); }, calls.front()->device, program_name(calls), summarize(calls));
+      key, [&] { return lower(calls, dead, plans); }, calls.front()->device, program_name(calls), summarize(calls));
 }
 
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::function<Program()>& lower,
@@ -301,11 +302,10 @@ void Engine::finish_background_work() {
   disk_->flush();
 }
 
-Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead,
-                      const BucketPlan* bucketed) {
+Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead, const Plans& plans) {
   Span span("lower");
-  ProgramBuilder builder(precision_.load(), bucketed);
-  for (const OpCall* call : calls) builder.add(*call);
+  ProgramBuilder builder(precision_.load());
+  for (size_t i = 0; i < calls.size(); ++i) builder.add(*calls[i], i < plans.size() ? plans[i] : nullptr);
   return builder.finish(dead);
 }
 
@@ -544,6 +544,9 @@ CallResult Engine::run(const OpCall& call) {
       if (it != signatures_.end()) it->second = {it->second.signature, now, generation};
     }
     if (now == Placement::Joins) return r;
+    // A bucketed call joins the region: its key words hold its buckets, so
+    // the region keeps its structure while the sizes stay in the buckets.
+    if (found == Shapes::Bucketed && plan_bucketed(call, key, r)) return r;
     flush(FlushReason::Dynamic);
     return run_strict(call, &found);
   }
@@ -665,7 +668,7 @@ bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, const ProgramKey
   std::shared_ptr<const CachedProgram> program;
   bool hit = false;
   try {
-    program = cache_.get(s.key, [&] { return compile(s.key, {&call}, nullptr, &plan); }, &hit);
+    program = cache_.get(s.key, [&] { return compile(s.key, {&call}, nullptr, {&plan}); }, &hit);
   } catch (const std::exception& e) {
     if (!refuses_dynamic(e)) return false;  // runs exact this time, and may bucket again
     return refuse();                        // XLA or a lowering does not take these dynamic dims
@@ -757,6 +760,78 @@ CallResult Engine::plan(const OpCall& call, ProgramKey& key, Placement* placemen
   return r;
 }
 
+bool Engine::plan_bucketed(const OpCall& call, const ProgramKey& exact_key, CallResult& deferred) {
+  BucketPlan& plan = bucket_scratch();
+  std::shared_ptr<const Signature> exact = exact_signature(call, exact_key);
+  plan.results.clear();
+  for (const auto& t : exact->fresh_types) {
+    plan.results.push_back(t.dims);
+    for (int64_t& d : plan.results.back()) d = bucket_of(d);
+  }
+  thread_local ProgramKey key;
+  thread_local SlotNumbering numbering;
+  make_bucket_key(key_identity(), call, plan, key, numbering);
+  // The call lowered alone and bucketed (never compiled), cached by its key.
+  std::shared_ptr<const Signature> sig;
+  {
+    std::lock_guard<std::mutex> g(signatures_mu_);
+    auto it = signatures_.find(key);
+    if (it != signatures_.end()) sig = it->second.signature;
+  }
+  auto refuse = [&] {
+    shapes_.refuse(plan);
+    metrics_.bucket_refused();
+    return false;
+  };
+  if (!sig) {
+    try {
+      ProgramBuilder builder(precision_.load());
+      builder.add(call, &plan);
+      sig = std::make_shared<Signature>(builder.finish().signature);
+    } catch (const std::exception& e) {
+      return refuses_dynamic(e) ? refuse() : false;
+    }
+    std::lock_guard<std::mutex> g(signatures_mu_);
+    if (signatures_.size() > 65536) signatures_.clear();
+    signatures_.try_emplace(key, ExactCall{sig, Placement::Alone, 0});
+  }
+  if (!same_checks(sig->checks, exact->checks) || !holds(sig->fresh_types, exact->fresh_types)) return refuse();
+
+  // The plan of the joined call: its fresh results become whole writes of
+  // storages of their capacity (join), referenced where for_each_ref meets
+  // them: at their target positions, then after the targets.
+  auto joined = std::make_shared<BucketPlan>();
+  joined->structure = plan.structure;
+  joined->pattern = plan.pattern;
+  size_t target_refs = 0;
+  for (const auto& t : call.targets) target_refs += t.slot != nullptr;
+  const size_t arg_refs = plan.refs.size() - target_refs;
+  joined->refs.assign(plan.refs.begin(), plan.refs.begin() + static_cast<std::ptrdiff_t>(arg_refs));
+  size_t next_target = arg_refs, k = 0;
+  int64_t padded = 0;
+  auto fresh_ref = [&] {
+    const hlo::TensorType& t = sig->fresh_types[k];
+    BucketedRef b;
+    b.dynamic = t.dynamic != 0;
+    b.dynamic_sizes = t.dynamic;
+    b.padded = t.dims;
+    b.fresh = true;
+    const int64_t capacity = t.dynamic ? t.numel() : 0;
+    if (capacity) padded += capacity - exact->fresh_types[k].numel();
+    deferred.capacities.push_back(capacity);
+    ++k;
+    return b;
+  };
+  for (const auto& t : call.targets) joined->refs.push_back(t.slot ? plan.refs[next_target++] : fresh_ref());
+  while (k < sig->fresh_types.size()) joined->refs.push_back(fresh_ref());
+  if (std::all_of(deferred.capacities.begin(), deferred.capacities.end(), [](int64_t c) { return c == 0; }))
+    deferred.capacities.clear();
+  deferred.plan = std::move(joined);
+  deferred.structure = key.hash;
+  metrics_.bucketed(padded);
+  return true;
+}
+
 void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned) {
   // The user's line, asked before the lock (it takes the GIL).
   std::string location = planned.has_checks && location_hook_ ? location_hook_() : std::string();
@@ -788,7 +863,8 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
   });
   if (other_dtype) flush(FlushReason::DtypeView);
   region_.device = call.device;
-  region_.add(std::move(joined), std::move(location));
+  region_.add(std::move(joined), std::move(location),
+              planned.plan ? std::make_shared<BucketPlan>(*planned.plan) : nullptr);
   for (Slot* f : fresh) region_.fresh_bytes += f->nbytes;
   const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
 
@@ -851,7 +927,7 @@ void Engine::run_region() {
     if (async_compile_.load()) {
       program = cache_.find(key);
       hit = program != nullptr;
-      if (!program && compile_in_background(key, calls, r.dead)) {
+      if (!program && compile_in_background(key, calls, r.dead, r.plan_pointers())) {
         // Its program compiles meanwhile: the calls run as strict mode runs them.
         if (capturing_) capture_ok_ = false, capture_compiling_ = true;
         metrics_.ran_while_compiling();
@@ -859,7 +935,7 @@ void Engine::run_region() {
         return;
       }
     }
-    if (!program) program = cache_.get(key, [&] { return compile(key, calls, &r.dead); }, &hit);
+    if (!program) program = cache_.get(key, [&] { return compile(key, calls, &r.dead, r.plan_pointers()); }, &hit);
   } catch (const std::exception& e) {
     // A region that does not compile runs call by call, as strict mode would.
     metrics_.replayed();
@@ -926,7 +1002,7 @@ void Engine::store_region_outputs(const Signature& sig, const std::vector<Slot*>
 }
 
 bool Engine::compile_in_background(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                   const std::vector<uint8_t>& dead) {
+                                   const std::vector<uint8_t>& dead, const Plans& plans) {
   {
     std::lock_guard<std::mutex> g(async_mu_);
     if (async_failed_.count(key)) {
@@ -935,10 +1011,10 @@ bool Engine::compile_in_background(const ProgramKey& key, const std::vector<cons
     }
     if (!async_compiling_.insert(key).second) return true;
   }
-  log_compile(calls, nullptr);
+  log_compile(calls, plans);
   auto program = std::make_shared<Program>();
   try {
-    *program = lower(calls, &dead);
+    *program = lower(calls, &dead, plans);
   } catch (...) {
     std::lock_guard<std::mutex> g(async_mu_);
     async_compiling_.erase(key);
@@ -1012,7 +1088,7 @@ std::string Engine::region_text(const Slot& slot) {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (flushing_ || !region_.dtype_of(&slot)) return "";
   ProgramBuilder builder(precision_.load());
-  for (const OpCall& c : region_.calls) builder.add(c);
+  for (size_t i = 0; i < region_.calls.size(); ++i) builder.add(region_.calls[i], region_.plans[i].get());
   return builder.finish(&region_.dead).module_text;
 }
 

@@ -95,6 +95,9 @@ struct CallResult {
   // Empty when no result is bucketed.
   std::vector<int64_t> capacities;
   uint64_t structure = 0;  // deferred: the call's key hash
+  // Deferred and bucketed: how the call joins the region (its refs in the
+  // order of the joined call, whose fresh results are whole writes).
+  std::shared_ptr<const BucketPlan> plan;
 };
 
 // A compiled graph's program, captured the first time the graph ran as one
@@ -288,15 +291,14 @@ class Engine {
   explicit Engine(std::unique_ptr<runtime::Client> client);
   // A program for `calls` (key `key`): from the persistent tiers, else
   // lowered and compiled (and then written to them).
+  // `plans`: per call, its bucketing or nullptr (empty: none is bucketed).
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                               const std::vector<uint8_t>* dead = nullptr,
-                                               const BucketPlan* bucketed = nullptr);
+                                               const std::vector<uint8_t>* dead = nullptr, const Plans& plans = {});
   // The same, for a program that `lower` makes when no tier has it: named
   // `name` in metrics, `summary` in the disk entry, run on `device`.
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::function<Program()>& lower, int device,
                                                const std::string& name, const std::string& summary);
-  Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead,
-                const BucketPlan* bucketed = nullptr);
+  Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead, const Plans& plans = {});
   // Compiles a lowered program (at most one compile per core at once).
   std::shared_ptr<const CachedProgram> compile_module(Program program, int device, const std::string& name);
   // A shared-tier entry, deserialised; nullptr for none or a damaged one
@@ -343,6 +345,10 @@ class Engine {
                                                    Placement* placement = nullptr);
   // Fused mode: a deferred result for `call` (its key left in `key`).
   CallResult plan(const OpCall& call, ProgramKey& key, Placement* placement = nullptr);
+  // Fused mode: makes `deferred` (plan()'s result for `call`, exact key
+  // `exact_key`) join the region bucketed by bucket_scratch()'s plan; false
+  // (and `deferred` unchanged) when bucketing is refused.
+  bool plan_bucketed(const OpCall& call, const ProgramKey& exact_key, CallResult& deferred);
   void run_region();
   void check_scalars(const Signature& sig, const OpCall& call, int32_t index) const;
   // Binds the program's parameters for `calls` (their distinct slots in
@@ -439,7 +445,7 @@ class Engine {
   // thread, unless it is compiling already; false when it failed there
   // before. Lowers here: the calls' slots may die once the region runs.
   bool compile_in_background(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                             const std::vector<uint8_t>& dead);
+                             const std::vector<uint8_t>& dead, const Plans& plans);
   std::string (*location_hook_)() = nullptr;
 };
 

@@ -153,7 +153,7 @@ void ProgramBuilder::read_slot(SlotValue& v, DType dtype, int s) {
 }
 
 const BucketedRef* ProgramBuilder::bucketed_ref(int32_t ref) const {
-  return plan_ && plan_->refs.at(ref).dynamic ? &plan_->refs[ref] : nullptr;
+  return plan_ && plan_->refs.at(ref - plan_ref0_).dynamic ? &plan_->refs[ref - plan_ref0_] : nullptr;
 }
 
 Value ProgramBuilder::view_shape_param(int32_t ref, size_t rank) {
@@ -161,8 +161,11 @@ Value ProgramBuilder::view_shape_param(int32_t ref, size_t rank) {
   return b_.parameter(TensorType{DType::I64, {2 * static_cast<int64_t>(rank)}});
 }
 
-void ProgramBuilder::add(const OpCall& call) {
+void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
   const std::string& op = call.op->name;
+  plan_ = plan;
+  plan_ref0_ = refs_;
+  plan_fresh0_ = static_cast<int32_t>(sig_.fresh_types.size());
   // Read the argument views (a slot's flat value becomes a parameter the first
   // time the sequence reads it before writing all of it).
   auto read = [&](const TensorRef& r) {
@@ -170,6 +173,12 @@ void ProgramBuilder::add(const OpCall& call) {
     SlotValue& v = slot_value(r, s, op);
     const int32_t ref = refs_;
     const BucketedRef* bucketed = bucketed_ref(ref);
+    if (bucketed && bucketed->forward) {
+      if (!v.has_fitted || v.fitted.dims() != bucketed->padded)
+        throw LoweringError(op + ": a forwarded argument has no value of its sizes");
+      ++refs_;
+      return v.fitted;
+    }
     Access access = bucketed ? Access::Gather : access_of(r.view, v.numel);
     Value offset = offset_param(r, access);
     if (!v.has_value && access != Access::Empty) read_slot(v, r.view.dtype, s);
@@ -236,7 +245,8 @@ void ProgramBuilder::add(const OpCall& call) {
       sig_.fresh_calls.push_back(calls_);
       if (v.type.dynamic) {
         const int32_t index = static_cast<int32_t>(sig_.fresh_types.size());
-        const hlo::Dims& buckets = plan_->results.at(index);
+        if (!plan_) throw LoweringError(op + ": a dynamic result outside a bucketed call");
+        const hlo::Dims& buckets = plan_->results.at(index - plan_fresh0_);
         if (static_cast<int64_t>(buckets.size()) != v.rank())
           throw LoweringError(op + ": a bucketed result has another rank than the exact one");
         sig_.fresh_types.push_back(capacity_of(v.type, buckets));
@@ -261,6 +271,23 @@ void ProgramBuilder::add(const OpCall& call) {
                           " can't be cast to the desired output type " +
                           std::string(hlo::scalar_type_name(view.dtype)));
     const BucketedRef* bucketed = bucketed_ref(refs_);
+    if (bucketed && bucketed->fresh) {
+      // A fused region's fresh result: its new storage holds the value
+      // compacted at its true sizes (the first half of its view's shape).
+      const int32_t ref = refs_;
+      int s = numbering_.index_of(target.slot);
+      SlotValue& sv = slot_value(target, s, op);
+      offset_param(target, Access::Whole);
+      const int64_t rank = static_cast<int64_t>(view.sizes.size());
+      Value sizes = b_.slice(view_shape_param(ref, view.sizes.size()), {0}, {rank}, {1});
+      if (v.rank() != rank || capacity_of(v.type, bucketed->padded).numel() != sv.numel)
+        throw LoweringError(op + ": a bucketed result does not fill its storage");
+      Value value = b_.convert(v, view.dtype);
+      sv.flat = compact_bucketed_result(b_, value, sizes, bucketed->padded);
+      sv.fitted = fit_to_buckets(b_, value, sizes, bucketed->padded);
+      sv.has_value = sv.written = sv.has_fitted = true;
+      continue;
+    }
     if (bucketed ? v.dims() != bucketed->padded || (v.type.dynamic & ~bucketed->dynamic_sizes) != 0
                  : v.dims() != view.sizes || v.type.dynamic != 0)
       throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
@@ -280,6 +307,7 @@ void ProgramBuilder::add(const OpCall& call) {
       sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);
     }
     sv.has_value = sv.written = true;
+    sv.has_fitted = false;
   }
   for (const auto& c : cx.checks()) {
     sig_.checks.push_back({c.message, c.kind, calls_});

@@ -97,15 +97,12 @@ class SlotNumbering {
 class ProgramBuilder {
  public:
   // `precision`: of the float32 matmuls and convolutions it lowers.
-  // `bucketed`: the one call it lowers runs bucketed (bucket.h); lives while
-  // the builder does.
-  explicit ProgramBuilder(hlo::Precision precision = hlo::Precision::Default, const BucketPlan* bucketed = nullptr)
-      : plan_(bucketed) {
-    b_.set_precision(precision);
-  }
-  // Lowers `call` after the calls added before it. Throws
-  // lowering::LoweringError for arguments its lowering refuses.
-  void add(const OpCall& call);
+  explicit ProgramBuilder(hlo::Precision precision = hlo::Precision::Default) { b_.set_precision(precision); }
+  // Lowers `call` after the calls added before it, bucketed by `plan` when
+  // given (bucket.h; its refs in `call`'s for_each_ref order), which lives
+  // while the builder does. Throws lowering::LoweringError for arguments its
+  // lowering refuses.
+  void add(const OpCall& call, const BucketPlan* plan = nullptr);
   // The module and its signature; the builder is spent. Storages marked in
   // `dead` (by distinct slot; may be null) are not results: nothing reads
   // what the sequence wrote into them.
@@ -121,6 +118,11 @@ class ProgramBuilder {
     bool written = false;
     int param = -1;  // its parameter index when read
     int64_t numel = 0;
+    // A bucketed fresh result's value before it was compacted into `flat`
+    // (fit_to_buckets), for the arguments that forward it; cleared by any
+    // other write.
+    hlo::Value fitted;
+    bool has_fitted = false;
   };
   SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
   // Makes slot `s`'s flat value a parameter (its first read in the program).
@@ -131,7 +133,9 @@ class ProgramBuilder {
   // The true sizes and strides of bucketed reference `ref` (rank `rank`).
   hlo::Value view_shape_param(int32_t ref, size_t rank);
 
-  const BucketPlan* plan_;
+  const BucketPlan* plan_ = nullptr;  // the call being added's
+  int32_t plan_ref0_ = 0;             // its first tensor reference
+  int32_t plan_fresh0_ = 0;           // its first fresh result
   hlo::Builder b_;
   Signature sig_;
   SlotNumbering numbering_;

@@ -11,22 +11,55 @@ int Region::index_of(Slot* slot) {
   slots.push_back(slot);
   slot_dtypes.push_back(DType::U8);  // set by add()
   dead.push_back(0);
+  fresh_writes_.emplace_back();
   slot->region_index_.store(i, std::memory_order_release);
   return i;
 }
 
-void Region::add(OpCall call, std::string location) {
+void Region::mark_forwards(const OpCall& call, BucketPlan& plan) {
+  size_t i = 0;
+  for_each_ref(call, [&](const TensorRef& r, bool target) {
+    BucketedRef& b = plan.refs.at(i++);
+    if (target || !b.dynamic || b.fresh || !r.slot) return;
+    const int32_t s = r.slot->region_index();
+    if (s < 0 || static_cast<size_t>(s) >= slots.size() || slots[s] != r.slot) return;
+    const FreshWrite& f = fresh_writes_[s];
+    b.forward = f.valid && f.ref.padded == b.padded && f.ref.dynamic_sizes == b.dynamic_sizes &&
+                f.view.dtype == r.view.dtype && f.view.sizes == r.view.sizes && f.view.strides == r.view.strides &&
+                f.view.offset == r.view.offset;
+  });
+}
+
+void Region::record_writes(const OpCall& call, const BucketPlan* plan) {
+  size_t i = 0;
+  for_each_ref(call, [&](const TensorRef& r, bool target) {
+    const BucketedRef* b = plan ? &plan->refs.at(i) : nullptr;
+    ++i;
+    if (!target) return;
+    FreshWrite& f = fresh_writes_[r.slot->region_index()];
+    f.valid = b && b->fresh && b->dynamic;
+    if (f.valid) f.view = r.view, f.ref = *b;
+  });
+}
+
+void Region::add(OpCall call, std::string location, std::shared_ptr<BucketPlan> plan) {
   const size_t old_words = words_.size(), old_slots = slots.size();
+  if (plan) mark_forwards(call, *plan);
   try {
-    append_call_words(words_, call, *this);
+    if (plan)
+      append_bucket_call_words(words_, call, *plan, *this);
+    else
+      append_call_words(words_, call, *this);
   } catch (...) {
     words_.resize(old_words);
     for (size_t i = old_slots; i < slots.size(); ++i) slots[i]->region_index_.store(-1);
     slots.resize(old_slots);
     slot_dtypes.resize(old_slots);
     dead.resize(old_slots);
+    fresh_writes_.resize(old_slots);
     throw;
   }
+  record_writes(call, plan.get());
   for_each_ref(call, [&](const TensorRef& r, bool) {
     int32_t i = r.slot->region_index();
     if (static_cast<size_t>(i) >= old_slots) slot_dtypes[i] = r.view.dtype;
@@ -35,6 +68,13 @@ void Region::add(OpCall call, std::string location) {
   call.defer_checks = false;
   calls.push_back(std::move(call));
   locations.push_back(std::move(location));
+  plans.push_back(std::move(plan));
+}
+
+Plans Region::plan_pointers() const {
+  Plans p;
+  for (const auto& plan : plans) p.push_back(plan.get());
+  return p;
 }
 
 const DType* Region::dtype_of(const Slot* slot) const {
@@ -61,9 +101,11 @@ std::vector<Slot*> Region::clear() {
   }
   calls.clear();
   locations.clear();
+  plans.clear();
   slots.clear();
   slot_dtypes.clear();
   dead.clear();
+  fresh_writes_.clear();
   fresh_bytes = 0;
   words_.clear();
   hash_ = kFnvBasis;

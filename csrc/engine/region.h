@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,16 @@ class Region {
   // by the open region) on first sight. Used by append_call_words.
   int index_of(Slot* slot);
   // Appends `call` (copied) with its key words. `location` is the user's
-  // Python line for a call with runtime checks ("" otherwise). Throws
-  // lowering::LoweringError (and leaves the region as it was) for a view
-  // outside its storage.
-  void add(OpCall call, std::string location);
+  // Python line for a call with runtime checks ("" otherwise). `plan`: the
+  // call runs bucketed by it (bucket.h; its refs cover the call's fresh
+  // results, which are whole writes here), and its key words hold bucketed
+  // sizes. Throws lowering::LoweringError (and leaves the region as it was)
+  // for a view outside its storage.
+  // Marks the plan's arguments that can forward a bucketed fresh result of
+  // an earlier call (BucketedRef::forward).
+  void add(OpCall call, std::string location, std::shared_ptr<BucketPlan> plan = nullptr);
+  // Per call, its bucketing or nullptr (for Engine::lower).
+  Plans plan_pointers() const;
   // The dtype the region reads and writes `slot` as, or nullptr when the
   // region does not reference it.
   const DType* dtype_of(const Slot* slot) const;
@@ -59,8 +66,9 @@ class Region {
 
   int device = 0;
   std::vector<OpCall> calls;
-  std::vector<std::string> locations;  // per call
-  std::vector<Slot*> slots;            // region numbering: first reference
+  std::vector<std::string> locations;                    // per call
+  std::vector<std::shared_ptr<const BucketPlan>> plans;  // per call (null: exact)
+  std::vector<Slot*> slots;                              // region numbering: first reference
   std::vector<DType> slot_dtypes;
   std::vector<uint8_t> dead;  // per slot
   int64_t fresh_bytes = 0;    // bytes of the fresh results joined so far
@@ -68,6 +76,16 @@ class Region {
  private:
   std::vector<int64_t> words_;
   uint64_t hash_ = kFnvBasis;
+  // Per slot: how a bucketed call wrote it as its fresh result, while no
+  // other call wrote it since (an argument reading that view forwards it).
+  struct FreshWrite {
+    bool valid = false;
+    ViewSpec view;
+    BucketedRef ref;
+  };
+  std::vector<FreshWrite> fresh_writes_;
+  void mark_forwards(const OpCall& call, BucketPlan& plan);
+  void record_writes(const OpCall& call, const BucketPlan* plan);
 };
 
 class StreamPeriod {
