@@ -23,6 +23,7 @@ void ShapeHistory::settle(Record& r, const std::vector<int64_t>& shapes, const s
   // through (spatial sizes 2 and 1, the head counts and widths of several
   // models' layers: 4, 32, 2, 24, 7, 3, 1).
   auto stays = [&](size_t i) {
+    if (r.dynamic[i] == kGraph) return true;
     if (r.dynamic[i] != kAdjacent) return false;
     const int64_t* seen = &r.seen[i * kDistinct];
     for (int k = 0; k + 2 < kDistinct && seen[k + 2] != kNone; ++k)
@@ -56,7 +57,7 @@ bool ShapeHistory::Record::remember(uint64_t shape) {
   return fresh;
 }
 
-Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
+Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan, bool eager) {
   thread_local std::vector<int64_t> shapes;
   shapes.clear();
   const uint64_t h = shape_free_hash(call, shapes);
@@ -108,7 +109,8 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
       adjacent |= seen[k] == shapes[i] - 1 || seen[k] == shapes[i] + 1;
     if (k < kDistinct && seen[k] == shapes[i]) continue;  // seen before
     if (k < kDistinct) seen[k] = shapes[i];
-    if (!r.dynamic[i] && (adjacent || k == kDistinct)) r.dynamic[i] = adjacent ? kAdjacent : kMany;
+    if (!r.dynamic[i] && (adjacent || k == kDistinct || eager))
+      r.dynamic[i] = eager ? kGraph : adjacent ? kAdjacent : kMany;
   }
   // A view's strides follow its sizes: once a size is dynamic, so is every
   // stride that changed.
@@ -154,7 +156,9 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan) {
       // next step reads a storage of the size it always reads.
       for (size_t d = 0; d < rank; ++d) {
         if (r.dynamic[pos + rank + d] && v.sizes[d] > 1) b.dynamic = true;
-        if (!r.dynamic[pos + d]) continue;
+        // A size of 1 is read exactly (its bucket is 1): XLA expands no
+        // bounded dim, and a bucket-1 dim is one in every call.
+        if (!r.dynamic[pos + d] || v.sizes[d] == 1) continue;
         if (rank > 32 || v.sizes[d] == 0) ok = false;
         b.dynamic_sizes |= 1u << d;
         b.padded[d] = bucket_of(v.sizes[d]);
@@ -192,6 +196,48 @@ void ShapeHistory::refuse(const BucketPlan& plan) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = records_.find(plan.structure);
   if (it != records_.end() && it->second.refused.size() < 64) it->second.refused.push_back(plan.pattern);
+}
+
+uint64_t UploadHistory::key_of(hlo::DType dtype, const hlo::Dims& sizes, size_t dim) {
+  thread_local std::vector<int64_t> words;
+  words.assign({static_cast<int64_t>(dtype), static_cast<int64_t>(dim)});
+  for (size_t e = 0; e < sizes.size(); ++e) words.push_back(e == dim ? -1 : sizes[e]);
+  return fnv_extend(kFnvBasis, words.data(), words.size());
+}
+
+void UploadHistory::mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (records_.size() > 65536) records_.clear();
+  for (int64_t d : dims)
+    if (d >= 0 && d < static_cast<int64_t>(sizes.size())) records_[key_of(dtype, sizes, d)].dynamic = true;
+}
+
+int64_t UploadHistory::capacity(hlo::DType dtype, const hlo::Dims& sizes) {
+  const size_t rank = sizes.size();
+  if (rank == 0 || rank > 32) return 0;
+  int64_t capacity = 1, numel = 1;
+  std::lock_guard<std::mutex> g(mu_);
+  if (records_.size() > 65536) records_.clear();
+  for (size_t d = 0; d < rank; ++d) {
+    Record& r = records_[key_of(dtype, sizes, d)];
+    const int64_t n = sizes[d];
+    if (!r.dynamic && std::find(r.seen.begin(), r.seen.end(), n) == r.seen.end()) {
+      const bool adjacent = std::find_if(r.seen.begin(), r.seen.end(),
+                                         [&](int64_t v) { return v == n - 1 || v == n + 1; }) != r.seen.end();
+      if (adjacent || static_cast<int>(r.seen.size()) == kDistinct)
+        r.dynamic = true;
+      else
+        r.seen.push_back(n);
+    }
+    numel *= n;
+    capacity *= r.dynamic && n > 0 ? bucket_of(n) : n;
+  }
+  return capacity > numel ? capacity : 0;
+}
+
+void UploadHistory::clear() {
+  std::lock_guard<std::mutex> g(mu_);
+  records_.clear();
 }
 
 namespace {

@@ -42,6 +42,7 @@
 #include <climits>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -81,6 +82,9 @@ struct BucketPlan {
   // the true size's bucket, so the next step's reader sees the capacity of
   // its own bucket).
   std::vector<hlo::Dims> results;
+  // The exact call's check messages, in order (a joined call: its bucketed
+  // lowering knows only the bounds, and an error names the true sizes).
+  std::vector<std::string> check_messages;
 };
 // Per call of a sequence, its bucketing or nullptr (exact).
 using Plans = std::vector<const BucketPlan*>;
@@ -105,7 +109,9 @@ enum class Shapes : uint8_t {
 // run exact, and fused mode decides
 // their placements anew (generation()). A growing length (three
 // consecutive values taken one after another) never settles, so a second
-// generate() over the same lengths stays bucketed. kRecent is large enough
+// generate() over the same lengths stays bucketed; nor does a size that
+// changed in a graph that Dynamo traced with symbolic sizes (observe's
+// `eager`). kRecent is large enough
 // for the shapes that one structure (an mm, an optimizer's addcdiv) cycles
 // through in a process that trains several models. All of it is a function
 // of the op stream, never of time.
@@ -118,7 +124,9 @@ class ShapeHistory {
   // bucketed size is 0, a dynamic view is off its exact program (see
   // observe's body), and bucketing was not refused for the structure and
   // its pattern of bucketed dims.
-  Shapes observe(const OpCall& call, BucketPlan& plan);
+  // `eager`: a size that takes a new value is dynamic at once (a call of a
+  // graph that Dynamo traced with symbolic sizes).
+  Shapes observe(const OpCall& call, BucketPlan& plan, bool eager = false);
   // Runs calls of `plan`'s structure with its pattern of bucketed dims
   // exact from now on (their bucketed lowering or compile is refused).
   void refuse(const BucketPlan& plan);
@@ -133,9 +141,10 @@ class ShapeHistory {
   static constexpr size_t kRecent = 256;
   static constexpr int64_t kSettleCalls = 16;
   static constexpr int64_t kNone = INT64_MIN;
-  // Why a position is dynamic: a size by its values' count or by one off
-  // another; a stride by following its view's dynamic sizes.
-  static constexpr uint8_t kMany = 1, kAdjacent = 2, kFollows = 3;
+  // Why a position is dynamic: a size by its values' count, by one off
+  // another, or by changing in a graph with symbolic sizes (which never
+  // settles); a stride by following its view's dynamic sizes.
+  static constexpr uint8_t kMany = 1, kAdjacent = 2, kFollows = 3, kGraph = 4;
   struct Record {
     std::vector<int64_t> last;      // per reference: sizes, strides, storage elements
     std::vector<int64_t> seen;      // per position of `last`: the first kDistinct values it took (kNone: none)
@@ -154,6 +163,38 @@ class ShapeHistory {
   std::unordered_map<uint64_t, Record> records_;
   uint64_t clock_ = 0;  // observe calls of every structure
   std::atomic<uint64_t> generation_{0};
+};
+
+// Uploads whose sizes change from call to call: a batch of a new sequence
+// length, copied from the host into a new storage. Exact storages would key
+// every bucketed program that reads them by their size (a program's
+// parameter is its storage at its exact size), so each length would compile
+// its own programs. Once a dim of an upload has taken a value one off an
+// earlier one, or more than kDistinct values, while the other dims and the
+// dtype stayed the same, the dim is dynamic and later uploads with that
+// pattern get storages of their capacity: the elements with each dynamic dim
+// at its bucket, the tensor's own elements first (as a bucketed result's).
+// Weights of a model (a few widths each) stay exact.
+//
+// Thread-safety: guards itself.
+class UploadHistory {
+ public:
+  // The capacity in elements for an upload of `sizes`, or 0 when no dim of
+  // it is dynamic (the storage is exact). Records the sizes.
+  int64_t capacity(hlo::DType dtype, const hlo::Dims& sizes);
+  // Makes dims `dims` of uploads like `sizes` dynamic now.
+  void mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims);
+  void clear();
+
+ private:
+  static constexpr int kDistinct = 8;
+  struct Record {
+    std::vector<int64_t> seen;  // the values the dim took, up to kDistinct
+    bool dynamic = false;
+  };
+  std::mutex mu_;
+  std::unordered_map<uint64_t, Record> records_;  // by (dtype, dim, the other sizes): key_of
+  static uint64_t key_of(hlo::DType dtype, const hlo::Dims& sizes, size_t dim);
 };
 
 // The view of `ref` (true sizes and strides in `shape`, i64[2 * rank];

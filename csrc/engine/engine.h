@@ -163,7 +163,10 @@ class Engine {
   // `*compiling` (when given) tells whether the region's program was still
   // being compiled in the background (set_async_compile), so that it ran
   // call by call and a later call may capture it.
-  bool begin_capture();
+  // `dynamic`: the graph has symbolic sizes (torch.compile's dynamic=True,
+  // mark_dynamic, automatic dynamic), so a size of its calls that takes a
+  // new value is dynamic at once (ShapeHistory::observe's `eager`).
+  bool begin_capture(bool dynamic = false);
   std::shared_ptr<const RegionCapture> end_capture(bool* compiling = nullptr);
   // Async compile (torch.compile's async_compile option, and fused mode
   // with torch_pjrt.set_async_compile): a region whose program is not
@@ -240,6 +243,17 @@ class Engine {
   runtime::BufferPtr ensure_buffer(Slot& slot, DType dtype);
   // Gives a fresh slot the result buffer of a program (a new tensor's data).
   void adopt(Slot& slot, runtime::BufferPtr buffer, DType dtype);
+  // The elements a new storage for a host upload of `sizes` should hold: 0
+  // for exactly its elements, else a capacity with its dynamic dims at their
+  // buckets (UploadHistory, bucket.h). Records the sizes. Any thread.
+  int64_t upload_capacity(DType dtype, const hlo::Dims& sizes) {
+    return buckets_ ? uploads_.capacity(dtype, sizes) : 0;
+  }
+  // Makes dims `dims` of uploads like `sizes` (the same dtype and other
+  // sizes) dynamic: a graph input's symbolic dims (torch.compile).
+  void mark_dynamic_upload(DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims) {
+    if (buckets_) uploads_.mark(dtype, sizes, dims);
+  }
 
   // torch.set_float32_matmul_precision, as hlo::Precision (part of every
   // key; the default, Highest, is exact float32 as on CPU).
@@ -386,6 +400,7 @@ class Engine {
   ProgramCache cache_;
   // Shape buckets (bucket.h); off with TORCH_PJRT_SHAPE_BUCKETS=0.
   ShapeHistory shapes_;
+  UploadHistory uploads_;
   bool buckets_ = true;
   Executor executor_;
   std::once_flag copies_once_;
@@ -435,7 +450,8 @@ class Engine {
   bool capture_ok_ = false;
   bool recording_ = false;
   std::shared_ptr<RegionCapture> captured_;
-  bool capture_compiling_ = false;  // the captured region's program was compiling
+  bool capture_compiling_ = false;
+  bool capture_dynamic_ = false;  // begin_capture(dynamic)  // the captured region's program was compiling
   // Async compile: whether it is on, and the keys compiling in the
   // background or failed there (compiled in the foreground next time).
   std::atomic<bool> async_compile_{false};

@@ -275,6 +275,27 @@ Value Builder::broadcast_in_dim(Value x, const Dims& dims, const Dims& broadcast
     for (size_t i = 0; i < broadcast_dims.size(); ++i) identity &= broadcast_dims[i] == static_cast<int64_t>(i);
     if (identity) return x;
   }
+  // StableHLO's broadcast_in_dim takes at most one bounded dim, and XLA
+  // expands no bounded dim: with more than one, or a bounded dim of bound 1
+  // that expands (its true size is 1: empty dims never run bucketed), the
+  // padded value is broadcast, and the dims that stay dynamic get their
+  // true sizes back.
+  int dynamic = 0;
+  bool expands = false;
+  for (size_t i = 0; i < broadcast_dims.size(); ++i) {
+    if (!x.type.is_dynamic(static_cast<int64_t>(i))) continue;
+    ++dynamic;
+    expands |= x.dims()[i] != dims[broadcast_dims[i]];
+  }
+  if (dynamic > 1 || expands) {
+    std::vector<std::pair<int64_t, Value>> sizes;
+    for (size_t i = 0; i < broadcast_dims.size(); ++i)
+      if (x.type.is_dynamic(static_cast<int64_t>(i)) && x.dims()[i] == dims[broadcast_dims[i]])
+        sizes.emplace_back(broadcast_dims[i], dimension_size(x, static_cast<int64_t>(i)));
+    Value r = broadcast_in_dim(to_static(x), dims, broadcast_dims);
+    for (const auto& [d, n] : sizes) r = set_dimension_size(r, n, d);
+    return r;
+  }
   TensorType t{x.dtype(), dims};
   for (size_t i = 0; i < broadcast_dims.size(); ++i)
     if (x.type.is_dynamic(i)) t.dynamic |= 1u << broadcast_dims[i];

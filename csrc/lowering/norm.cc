@@ -145,6 +145,8 @@ V native_layer_norm(Context& cx) {
   Value in = cx.tensor(0);
   bool mixed = mixed_params(cx, in.dtype(), {2, 3});
   Dims red = layer_norm_dims(cx, in, cx.ints(1), 2, 3);
+  for (int64_t d : red)  // shape buckets: only the rows may be bucketed
+    if (in.type.is_dynamic(d)) cx.fail("native_layer_norm: a normalized dim is shape-bucketed");
   floating_kernel(cx, in.dtype(), "LayerNormKernelImpl");
   if (!mixed) param_dtypes(cx, in.dtype(), {2, 3});
   DType out = in.dtype(), t = hlo::opmath_type(out);
@@ -510,7 +512,7 @@ std::vector<Entry> norm_lowerings() {
       //  save_var?, update, eps, output_mask, reserve): update means training
       {"aten::batch_norm_backward", batch_norm_backward},
       {"aten::native_group_norm", group_norm},
-      {"aten::native_layer_norm", native_layer_norm},
+      {"aten::native_layer_norm", native_layer_norm, Traits().generic()},
       {"aten::native_layer_norm_backward", native_layer_norm_backward},
       {"aten::native_group_norm_backward", group_norm_backward},
   };

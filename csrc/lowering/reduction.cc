@@ -81,6 +81,16 @@ int64_t count(const Dims& shape, const Dims& dims) {
   return n;
 }
 
+// The same product as a value of dtype `t`: a shape-bucketed dim counts its
+// true size (a runtime value), so a mean never divides by padding.
+Value count_of(hlo::Builder& b, const Value& x, const Dims& dims, DType t) {
+  Dims dynamic, fixed;
+  for (int64_t d : dims) (x.type.is_dynamic(d) ? dynamic : fixed).push_back(d);
+  Value n = b.constant(static_cast<double>(count(x.dims(), fixed)), t);
+  for (int64_t d : dynamic) n = b.mul(n, b.convert(b.dimension_size(x, d), t));
+  return n;
+}
+
 // r (the result of reducing x over dims) reshaped for keepdim.
 Value keep(hlo::Builder& b, Value r, const Dims& shape, const Dims& dims, bool keepdim) {
   return keepdim ? b.reshape(r, reduced_shape(shape, dims, true)) : r;
@@ -113,8 +123,7 @@ Value mean_of(Context& cx, Value x, const Dims& dims, bool keepdim, size_t dtype
   auto& b = cx.b;
   Value acc = b.convert(x, hlo::opmath_type(out));
   Value s = b.reduce(acc, b.constant(0, acc.dtype()), dims, "stablehlo.add");
-  Value m = b.div(s, b.constant(static_cast<double>(count(x.dims(), dims)), acc.dtype()));
-  return keep(b, b.convert(m, out), x.dims(), dims, keepdim);
+  return keep(b, b.convert(b.div(s, count_of(b, x, dims, acc.dtype())), out), x.dims(), dims, keepdim);
 }
 
 // (values, int64 indices) of the max (or min) over one dim, first index on
@@ -921,8 +930,8 @@ std::vector<Entry> reduction_lowerings() {
   return {
       {"aten::sum", sum, Traits().generic()},
       {"aten::sum.dim_IntList", sum_dim, Traits().overlap_ok().generic()},
-      {"aten::mean", mean},
-      {"aten::mean.dim", mean_dim, Traits().overlap_ok()},
+      {"aten::mean", mean, Traits().generic()},
+      {"aten::mean.dim", mean_dim, Traits().overlap_ok().generic()},
       {"aten::prod", prod, Traits().generic()},
       {"aten::prod.dim_int", prod_dim, Traits().overlap_ok().generic()},
       {"aten::amax", amax, Traits().overlap_ok().out_dtype_same().generic()},

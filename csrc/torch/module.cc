@@ -115,10 +115,19 @@ PYBIND11_MODULE(_C, m) {
     follow_matmul_precision();
     return static_cast<int>(engine_or_raise().matmul_precision());
   });
-  m.def("_begin_capture", [] {
-    Engine& e = engine_or_raise();
-    py::gil_scoped_release no_gil;
-    return translate_errors("torch.compile", [&] { return e.begin_capture(); });
+  m.def(
+      "_begin_capture",
+      [](bool dynamic) {
+        Engine& e = engine_or_raise();
+        py::gil_scoped_release no_gil;
+        return translate_errors("torch.compile", [&] { return e.begin_capture(dynamic); });
+      },
+      py::arg("dynamic") = false);
+  // A graph input's symbolic dims: later uploads like it get storages of
+  // their buckets' capacity (Engine::mark_dynamic_upload).
+  m.def("_mark_dynamic_upload", [](const at::Tensor& t, const std::vector<int64_t>& dims) {
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    engine_or_raise().mark_dynamic_upload(to_hlo(t.scalar_type()), sizes, dims);
   });
   // (capture or None, whether its program was still compiling in the
   // background: the graph ran op by op, and a later call may capture it).

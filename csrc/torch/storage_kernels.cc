@@ -229,6 +229,33 @@ bool copy_non_blocking(const at::Tensor& self, const at::Tensor& dst) {
   return true;
 }
 
+// A new storage that a host upload fills whole (x.to("tpu") makes one) takes
+// the capacity the engine asks for when the upload's sizes change from call
+// to call (Engine::upload_capacity): the storage grows before anyone saw its
+// data, the tensor keeps its sizes, and its elements come first, then
+// zeros, as in a bucketed result's storage. Returns the host data for the
+// storage (padded when it grew).
+at::Tensor fit_upload(const at::Tensor& dst, const at::Tensor& host) {
+  const c10::Storage& storage = dst.storage();
+  Slot* slot = slot_of(dst);
+  if (!dst.is_contiguous() || dst.storage_offset() != 0 || storage.use_count() != 1 || slot->has_buffer() ||
+      slot->region_index() >= 0)
+    return host;
+  std::vector<int64_t> sizes(dst.sizes().begin(), dst.sizes().end());
+  const int64_t capacity = Engine::get().upload_capacity(to_hlo(dst.scalar_type()), sizes);
+  if (capacity == 0) return host;
+  const size_t nbytes = static_cast<size_t>(capacity) * dst.element_size();
+  c10::DeviceIndex saved = current_device();
+  set_current_device(dst.device().index());
+  c10::DataPtr grown = tpu_allocator()->allocate(nbytes);
+  set_current_device(saved);
+  c10::Storage(storage).set_data_ptr_noswap(std::move(grown));
+  c10::Storage(storage).set_nbytes(nbytes);
+  at::Tensor padded = at::zeros({capacity}, host.options());
+  padded.narrow(0, 0, host.numel()).copy_(host.reshape(-1));
+  return padded;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   return translate_errors("aten::_copy_from", [&] {
     if (dst.numel() == 0) return dst;
@@ -255,6 +282,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
       host = host.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
       Slot* slot = slot_of(dst);
       if (view_of(dst).covers(static_cast<int64_t>(slot->nbytes) / dst.element_size())) {
+        host = fit_upload(dst, host);
+        slot = slot_of(dst);
         Engine::get().upload(*slot, host.data_ptr(), to_hlo(dst.scalar_type()));
         return dst;
       }

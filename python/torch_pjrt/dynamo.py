@@ -69,6 +69,22 @@ def _layout(args) -> tuple | None:
     return tuple(key)
 
 
+def _symbolic_dims(gm: torch.fx.GraphModule) -> tuple[bool, list[tuple[int, list[int]]]]:
+    """Whether the graph has symbolic sizes, and per tensor input with some: (input index, its symbolic dims)."""
+    dynamic, dims = False, []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            dynamic = True
+        elif isinstance(val, torch.Tensor):
+            symbolic = [d for d, size in enumerate(val.shape) if isinstance(size, torch.SymInt)]
+            if symbolic:
+                dynamic = True
+                dims.append((i, symbolic))
+    return dynamic, dims
+
+
 class _Replay:
     """A graph's captured program, and how one call binds its storages and makes its results.
 
@@ -167,6 +183,7 @@ def _graph_runner(
             warnings.warn(
                 f"torch.compile(backend='tpu'): {op} has no lowering; it runs on the CPU between programs", stacklevel=2
             )
+    dynamic, symbolic_inputs = _symbolic_dims(gm)
     reported = [debug_callback is None]
     replays: dict[tuple, _Replay | None] = {}  # by input layout; None: this layout cannot be replayed
 
@@ -177,10 +194,14 @@ def _graph_runner(
             r = replays.get(layout)
             if r is not None and r.precision == precision:
                 return r.run(args)
-        capture = layout is not None and (layout not in replays or replays[layout] is not None)
-        capture = capture and len(replays) < _MAX_LAYOUTS
+        replayable = layout is not None and (layout not in replays or replays[layout] is not None)
+        replayable = replayable and len(replays) < _MAX_LAYOUTS
+        for i, dims in symbolic_inputs:  # the next batch's upload gets a storage of its bucket
+            a = args[i]
+            if isinstance(a, torch.Tensor) and a.device.type == "tpu":
+                _C._mark_dynamic_upload(a, dims)
         arg_of_id = {}
-        if capture:
+        if replayable:
             for i, a in enumerate(args):
                 arg_of_id.setdefault(_C._slot_id(a), i)
         before = get_eager_mode()
@@ -189,7 +210,9 @@ def _graph_runner(
         _C._set_async_compile(async_compile)
         captured, compiling = None, False
         try:
-            capture = capture and _C._begin_capture()  # False while another thread captures a graph
+            # The graph runs as one region (a capture), also when it cannot be replayed: its calls whose sizes
+            # change from call to call (dynamic=True, a sweep over lengths) join it bucketed.
+            capture = _C._begin_capture(dynamic)  # False while another thread captures a graph
             try:
                 out = gm(*args)
                 args.clear()  # boxed: the inputs die as soon as the program no longer needs them
@@ -204,7 +227,7 @@ def _graph_runner(
         finally:
             set_eager_mode(before)  # without a capture, the region runs here
             _C._set_async_compile(async_before)
-        if capture and not compiling:  # a program compiling in the background is captured by a later call
+        if replayable and capture and not compiling:  # a program compiling in the background: a later call
             replays[layout] = captured and _Replay.build(captured, arg_of_id, out, precision)
         return out
 

@@ -291,3 +291,26 @@ def test_fused_decode_compiles_a_bounded_set_of_regions():
         torch.testing.assert_close(a.double(), e, rtol=1e-4, atol=1e-4)
     assert met["compiles_by_name"].get("fused_region", 0) <= 6, met["compiles_by_name"]
     assert met["compiles_by_name"].get("aten::cat", 0) <= int(math.log2(steps)) + 4, met["compiles_by_name"]
+
+
+def test_uploads_of_a_changing_length_land_in_storages_of_their_bucket(mode):
+    # Batches of a new length each step, copied from the host: once the length is dynamic, each upload's storage has
+    # its bucket's capacity, so the ops that read it (a mean over the length, layer norm over its rows) compile per
+    # bucket, not per length. The tensors themselves stay plain: their sizes, contiguity and values are the host's.
+    g = torch.Generator().manual_seed(9)
+    ln = torch.nn.LayerNorm(16)
+    ln_t = torch.nn.LayerNorm(16).to(TPU)
+    ln_t.load_state_dict(ln.state_dict())
+    lengths = list(range(3, 40))
+    for n in lengths:
+        x = torch.randn(2, n, 16, generator=g)
+        xt = x.to(TPU)
+        assert xt.shape == x.shape and xt.is_contiguous() and xt.storage_offset() == 0
+        close(xt, x)
+        close(xt.mean(1), x.mean(1))
+        close(ln_t(xt), ln(x))
+    assert xt.untyped_storage().nbytes() == 2 * 64 * 16 * 4  # the last length, 39, in the bucket of 64
+    by_name = torch_pjrt.metrics()["compiles_by_name"]
+    budget = int(math.log2(lengths[-1])) + 4
+    for op in ("aten::mean.dim", "aten::native_layer_norm"):
+        assert by_name.get(op, 0) <= budget, by_name

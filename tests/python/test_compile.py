@@ -244,6 +244,107 @@ def test_a_short_last_batch_compiles_one_more_program_per_graph_once():
     assert compiles[4:] == [0, 0, 0, 0], compiles  # epoch 2 compiles nothing
 
 
+class _AttentionBlock(torch.nn.Module):
+    """Layer norm, one attention head over the sequence dim and a mean over it: every reduction meets the length."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.ln, self.q, self.k = torch.nn.LayerNorm(d), torch.nn.Linear(d, d), torch.nn.Linear(d, d)
+        self.v, self.o = torch.nn.Linear(d, d), torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.ln(x)
+        a = torch.softmax(self.q(h) @ self.k(h).transpose(-1, -2) / 4.0, -1)
+        return (x + self.o(a @ self.v(h))).mean(1)
+
+
+def _blocks():
+    torch.manual_seed(0)
+    exact = _AttentionBlock().double()
+    tpu = _AttentionBlock().to("tpu")
+    tpu.load_state_dict({k: v.float() for k, v in exact.state_dict().items()})
+    return exact, tpu
+
+
+# 32 lengths in an order where no two neighbours are one apart at first (so only the graph's symbolic sizes, not a
+# growing length, tell the engine that the length is dynamic); their buckets are 1, 2, 4, 8, 16 and 32.
+_LENGTHS = [
+    4,
+    8,
+    30,
+    21,
+    20,
+    6,
+    1,
+    11,
+    15,
+    27,
+    18,
+    22,
+    28,
+    24,
+    3,
+    23,
+    5,
+    26,
+    7,
+    19,
+    12,
+    31,
+    10,
+    13,
+    16,
+    17,
+    9,
+    2,
+    14,
+    29,
+    32,
+    25,
+]
+
+
+def _region_compiles(m):
+    return m["compiles_by_name"].get("fused_region", 0)
+
+
+def test_a_sweep_over_32_sequence_lengths_compiles_a_program_per_bucket():
+    exact, tpu = _blocks()
+    compiled = torch.compile(tpu, backend="tpu", dynamic=True)
+    g = torch.Generator().manual_seed(1)
+    torch_pjrt.reset_metrics()
+    with torch.no_grad():
+        for n in _LENGTHS:
+            x = torch.randn(2, n, 32, generator=g, dtype=torch.float64)
+            torch.testing.assert_close(compiled(x.float().to("tpu")).cpu().double(), exact(x), rtol=1e-5, atol=1e-5)
+    m = torch_pjrt.metrics()
+    # The first length's program, then one per bucket: the inputs' uploads land in storages of their bucket's
+    # capacity, and every op of the graph joins its one program bucketed.
+    assert _region_compiles(m) <= 6 + 1, m["compiles_by_name"]
+    assert m["compiles"] == _region_compiles(m), m["compiles_by_name"]
+    assert m["regions"] == len(_LENGTHS) and m["bucket_hits"] > 0 and m["padded_elements"] > 0
+
+
+def test_a_sweep_over_sequence_lengths_trains_with_a_program_per_bucket():
+    exact, tpu = _blocks()
+    compiled = torch.compile(tpu, backend="tpu", dynamic=True)
+    g = torch.Generator().manual_seed(2)
+    torch_pjrt.reset_metrics()
+    for n in _LENGTHS[:16]:
+        x = torch.randn(2, n, 32, generator=g, dtype=torch.float64)
+        compiled(x.float().to("tpu")).square().sum().backward()
+        exact(x).square().sum().backward()
+        scale = max(p.grad.abs().max().item() for p in exact.parameters())
+        for p, e in zip(tpu.parameters(), exact.parameters(), strict=True):
+            torch.testing.assert_close(p.grad.cpu().double(), e.grad, rtol=1e-4, atol=1e-5 * scale)
+            p.grad, e.grad = None, None
+    m = torch_pjrt.metrics()
+    # 16 lengths in buckets 1 to 32: a forward and a backward program for the first length and per bucket, and the
+    # eager loss and its gradient (static sizes) once.
+    assert _region_compiles(m) <= 2 * (6 + 1), m["compiles_by_name"]
+    assert m["compiles"] - _region_compiles(m) <= 8, m["compiles_by_name"]
+
+
 def test_a_new_shape_recompiles_visibly():
     compiled = torch.compile(lambda x: (x * 2).sum(0), backend="tpu", dynamic=False)
     compiled(torch.ones(4, 3, device="tpu"))
