@@ -9,7 +9,8 @@ namespace torch_pjrt::engine {
 using hlo::TensorType;
 using hlo::Value;
 
-int64_t bucket_of(int64_t n) {
+int64_t bucket_of(int64_t n, int64_t multiple) {
+  if (multiple > 0) return std::max<int64_t>(1, (n + multiple - 1) / multiple) * multiple;
   if (n > kBucketCap) return (n + kBucketCap - 1) / kBucketCap * kBucketCap;
   int64_t b = 1;
   while (b < n) b *= 2;
@@ -57,7 +58,7 @@ bool ShapeHistory::Record::remember(uint64_t shape) {
   return fresh;
 }
 
-Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan, bool eager) {
+Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan, bool eager, int64_t multiple) {
   thread_local std::vector<int64_t> shapes;
   shapes.clear();
   const uint64_t h = shape_free_hash(call, shapes);
@@ -161,7 +162,7 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan, bool eager) {
         if (!r.dynamic[pos + d] || v.sizes[d] == 1) continue;
         if (rank > 32 || v.sizes[d] == 0) ok = false;
         b.dynamic_sizes |= 1u << d;
-        b.padded[d] = bucket_of(v.sizes[d]);
+        b.padded[d] = bucket_of(v.sizes[d], multiple);
         if (v.sizes[d] > 1) b.dynamic = true;
       }
       if (!b.dynamic) {
@@ -205,11 +206,15 @@ uint64_t UploadHistory::key_of(hlo::DType dtype, const hlo::Dims& sizes, size_t 
   return fnv_extend(kFnvBasis, words.data(), words.size());
 }
 
-void UploadHistory::mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims) {
+void UploadHistory::mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims, int64_t multiple) {
   std::lock_guard<std::mutex> g(mu_);
   if (records_.size() > 65536) records_.clear();
-  for (int64_t d : dims)
-    if (d >= 0 && d < static_cast<int64_t>(sizes.size())) records_[key_of(dtype, sizes, d)].dynamic = true;
+  for (int64_t d : dims) {
+    if (d < 0 || d >= static_cast<int64_t>(sizes.size())) continue;
+    Record& r = records_[key_of(dtype, sizes, d)];
+    r.dynamic = true;
+    r.multiple = multiple;
+  }
 }
 
 int64_t UploadHistory::capacity(hlo::DType dtype, const hlo::Dims& sizes) {
@@ -230,7 +235,7 @@ int64_t UploadHistory::capacity(hlo::DType dtype, const hlo::Dims& sizes) {
         r.seen.push_back(n);
     }
     numel *= n;
-    capacity *= r.dynamic && n > 0 ? bucket_of(n) : n;
+    capacity *= r.dynamic && n > 0 ? bucket_of(n, r.multiple) : n;
   }
   return capacity > numel ? capacity : 0;
 }

@@ -51,9 +51,10 @@
 
 namespace torch_pjrt::engine {
 
-// Bucket sizes: powers of two up to kBucketCap, then multiples of it.
+// Bucket sizes: powers of two up to kBucketCap, then multiples of it; with
+// `multiple` > 0 (torch.compile's bucket_size option), multiples of that.
 constexpr int64_t kBucketCap = 4096;
-int64_t bucket_of(int64_t n);
+int64_t bucket_of(int64_t n, int64_t multiple = 0);
 
 // How a bucketed program reaches one tensor reference of its call.
 struct BucketedRef {
@@ -125,8 +126,8 @@ class ShapeHistory {
   // observe's body), and bucketing was not refused for the structure and
   // its pattern of bucketed dims.
   // `eager`: a size that takes a new value is dynamic at once (a call of a
-  // graph that Dynamo traced with symbolic sizes).
-  Shapes observe(const OpCall& call, BucketPlan& plan, bool eager = false);
+  // graph that Dynamo traced with symbolic sizes). `multiple`: bucket_of's.
+  Shapes observe(const OpCall& call, BucketPlan& plan, bool eager = false, int64_t multiple = 0);
   // Runs calls of `plan`'s structure with its pattern of bucketed dims
   // exact from now on (their bucketed lowering or compile is refused).
   void refuse(const BucketPlan& plan);
@@ -182,8 +183,9 @@ class UploadHistory {
   // The capacity in elements for an upload of `sizes`, or 0 when no dim of
   // it is dynamic (the storage is exact). Records the sizes.
   int64_t capacity(hlo::DType dtype, const hlo::Dims& sizes);
-  // Makes dims `dims` of uploads like `sizes` dynamic now.
-  void mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims);
+  // Makes dims `dims` of uploads like `sizes` dynamic now, bucketed by
+  // bucket_of(n, multiple).
+  void mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims, int64_t multiple = 0);
   void clear();
 
  private:
@@ -191,6 +193,7 @@ class UploadHistory {
   struct Record {
     std::vector<int64_t> seen;  // the values the dim took, up to kDistinct
     bool dynamic = false;
+    int64_t multiple = 0;  // bucket_of's, from mark()
   };
   std::mutex mu_;
   std::unordered_map<uint64_t, Record> records_;  // by (dtype, dim, the other sizes): key_of

@@ -542,7 +542,8 @@ CallResult Engine::run(const OpCall& call) {
     CallResult r = plan(call, key, &placement);
     if (!buckets_ || placement == Placement::Joins) return r;
     const bool graph = capturing_here();
-    const Shapes found = shapes_.observe(call, bucket_scratch(), graph && capture_dynamic_);
+    const Shapes found =
+        shapes_.observe(call, bucket_scratch(), graph && capture_dynamic_, graph ? capture_bucket_size_ : 0);
     const uint64_t generation = shapes_.generation();
     const Placement now = found == Shapes::Static ? Placement::Joins : Placement::Alone;
     if (now != placement) {
@@ -775,7 +776,7 @@ bool Engine::plan_bucketed(const OpCall& call, const ProgramKey& exact_key, Call
   plan.results.clear();
   for (const auto& t : exact->fresh_types) {
     plan.results.push_back(t.dims);
-    for (int64_t& d : plan.results.back()) d = bucket_of(d);
+    for (int64_t& d : plan.results.back()) d = bucket_of(d, capture_bucket_size_);
   }
   thread_local ProgramKey key;
   thread_local SlotNumbering numbering;
@@ -1055,13 +1056,14 @@ bool Engine::compile_in_background(const ProgramKey& key, const std::vector<cons
   return true;
 }
 
-bool Engine::begin_capture(bool dynamic) {
+bool Engine::begin_capture(bool dynamic, int64_t bucket_size) {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (capturing_) return false;
   flush(FlushReason::Graph);
   capture_thread_ = std::this_thread::get_id();
   capturing_ = true;
   capture_dynamic_ = dynamic;
+  capture_bucket_size_ = bucket_size;
   capture_ok_ = true;
   capture_compiling_ = false;
   captured_.reset();

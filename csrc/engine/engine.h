@@ -166,7 +166,8 @@ class Engine {
   // `dynamic`: the graph has symbolic sizes (torch.compile's dynamic=True,
   // mark_dynamic, automatic dynamic), so a size of its calls that takes a
   // new value is dynamic at once (ShapeHistory::observe's `eager`).
-  bool begin_capture(bool dynamic = false);
+  // `bucket_size` > 0: its bucketed sizes are multiples of it (bucket_of).
+  bool begin_capture(bool dynamic = false, int64_t bucket_size = 0);
   std::shared_ptr<const RegionCapture> end_capture(bool* compiling = nullptr);
   // Async compile (torch.compile's async_compile option, and fused mode
   // with torch_pjrt.set_async_compile): a region whose program is not
@@ -250,9 +251,10 @@ class Engine {
     return buckets_ ? uploads_.capacity(dtype, sizes) : 0;
   }
   // Makes dims `dims` of uploads like `sizes` (the same dtype and other
-  // sizes) dynamic: a graph input's symbolic dims (torch.compile).
-  void mark_dynamic_upload(DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims) {
-    if (buckets_) uploads_.mark(dtype, sizes, dims);
+  // sizes) dynamic, bucketed by bucket_of(n, bucket_size): a graph input's
+  // symbolic dims (torch.compile).
+  void mark_dynamic_upload(DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims, int64_t bucket_size = 0) {
+    if (buckets_) uploads_.mark(dtype, sizes, dims, bucket_size);
   }
 
   // torch.set_float32_matmul_precision, as hlo::Precision (part of every
@@ -451,7 +453,8 @@ class Engine {
   bool recording_ = false;
   std::shared_ptr<RegionCapture> captured_;
   bool capture_compiling_ = false;
-  bool capture_dynamic_ = false;  // begin_capture(dynamic)  // the captured region's program was compiling
+  bool capture_dynamic_ = false;     // begin_capture(dynamic)
+  int64_t capture_bucket_size_ = 0;  // begin_capture(bucket_size)  // the captured region's program was compiling
   // Async compile: whether it is on, and the keys compiling in the
   // background or failed there (compiled in the foreground next time).
   std::atomic<bool> async_compile_{false};

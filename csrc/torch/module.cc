@@ -117,18 +117,21 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def(
       "_begin_capture",
-      [](bool dynamic) {
+      [](bool dynamic, int64_t bucket_size) {
         Engine& e = engine_or_raise();
         py::gil_scoped_release no_gil;
-        return translate_errors("torch.compile", [&] { return e.begin_capture(dynamic); });
+        return translate_errors("torch.compile", [&] { return e.begin_capture(dynamic, bucket_size); });
       },
-      py::arg("dynamic") = false);
+      py::arg("dynamic") = false, py::arg("bucket_size") = 0);
   // A graph input's symbolic dims: later uploads like it get storages of
   // their buckets' capacity (Engine::mark_dynamic_upload).
-  m.def("_mark_dynamic_upload", [](const at::Tensor& t, const std::vector<int64_t>& dims) {
-    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
-    engine_or_raise().mark_dynamic_upload(to_hlo(t.scalar_type()), sizes, dims);
-  });
+  m.def(
+      "_mark_dynamic_upload",
+      [](const at::Tensor& t, const std::vector<int64_t>& dims, int64_t bucket_size) {
+        std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+        engine_or_raise().mark_dynamic_upload(to_hlo(t.scalar_type()), sizes, dims, bucket_size);
+      },
+      py::arg("t"), py::arg("dims"), py::arg("bucket_size") = 0);
   // (capture or None, whether its program was still compiling in the
   // background: the graph ran op by op, and a later call may capture it).
   m.def("_end_capture", []() -> py::tuple {

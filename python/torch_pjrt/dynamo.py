@@ -16,7 +16,11 @@ With ``options={"async_compile": True}``, a graph whose program is not compiled 
 eager would) while its program compiles on a background thread; the first call after the compile finished captures
 it, and later calls replay it.
 
-What is not built yet: shape buckets for dynamic dimensions.
+Dynamic shapes: a graph traced with symbolic sizes (``dynamic=True``, ``mark_dynamic``, automatic dynamic) walks its
+nodes inside a capture that tells the engine so: a size that changes between its calls is dynamic at once, and those
+calls join the graph's one program bucketed (docs/architecture.md, "Shape buckets"). Its inputs' symbolic dims mark
+the uploads like them, so the next batch lands in a storage of its bucket's capacity. A sweep over lengths compiles a
+program per bucket (``bucket_size``: multiples of it instead of powers of two). Not built yet: replays of such graphs.
 
 The backend is registered under the name ``tpu`` through the ``torch_dynamo_backends`` entry point, so
 ``torch.compile(m, backend="tpu")`` works after a plain ``import torch``. ``torch.compile(m)`` with no backend (that
@@ -167,7 +171,12 @@ _MAX_LAYOUTS = 8
 
 
 def _graph_runner(
-    gm: torch.fx.GraphModule, kind: str, debug_callback: Callable | None, fullgraph: bool, async_compile: bool
+    gm: torch.fx.GraphModule,
+    kind: str,
+    debug_callback: Callable | None,
+    fullgraph: bool,
+    async_compile: bool,
+    bucket_size: int,
 ) -> Callable:
     from . import _C, get_eager_mode, set_eager_mode, stablehlo
 
@@ -199,7 +208,7 @@ def _graph_runner(
         for i, dims in symbolic_inputs:  # the next batch's upload gets a storage of its bucket
             a = args[i]
             if isinstance(a, torch.Tensor) and a.device.type == "tpu":
-                _C._mark_dynamic_upload(a, dims)
+                _C._mark_dynamic_upload(a, dims, bucket_size)
         arg_of_id = {}
         if replayable:
             for i, a in enumerate(args):
@@ -212,7 +221,7 @@ def _graph_runner(
         try:
             # The graph runs as one region (a capture), also when it cannot be replayed: its calls whose sizes
             # change from call to call (dynamic=True, a sweep over lengths) join it bucketed.
-            capture = _C._begin_capture(dynamic)  # False while another thread captures a graph
+            capture = _C._begin_capture(dynamic, bucket_size)  # False while another thread captures a graph
             try:
                 out = gm(*args)
                 args.clear()  # boxed: the inputs die as soon as the program no longer needs them
@@ -242,12 +251,18 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
       "inference" and the StableHLO module of its program.
     - ``async_compile`` (bool, default False): a graph whose program is not compiled yet runs op by op while its
       program compiles in the background (``torch_pjrt.wait_for_compiles()`` waits for them).
+    - ``bucket_size`` (int > 0, default None): a graph with symbolic sizes pads them to multiples of it, not to powers
+      of two (fewer programs over a wide range of lengths, more padding over a narrow one).
     """
     from torch._dynamo.backends.common import aot_autograd
 
     options = dict(options or {})
     debug_callback = options.pop("debug_callback", None)
     async_compile = bool(options.pop("async_compile", False))
+    bucket_size = options.pop("bucket_size", None)
+    positive_int = isinstance(bucket_size, int) and not isinstance(bucket_size, bool) and bucket_size > 0
+    if bucket_size is not None and not positive_int:
+        raise ValueError(f"torch.compile(backend='tpu'): bucket_size must be a positive int, got {bucket_size!r}")
     unknown = set(options)
     if unknown:
         raise ValueError(f"torch.compile(backend='tpu'): unknown options {sorted(unknown)}")
@@ -255,7 +270,7 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     fullgraph = _fullgraph()
 
     def compiler(kind):
-        return lambda g, _inputs: _graph_runner(g, kind, debug_callback, fullgraph, async_compile)
+        return lambda g, _inputs: _graph_runner(g, kind, debug_callback, fullgraph, async_compile, bucket_size or 0)
 
     return aot_autograd(
         fw_compiler=compiler("forward"),

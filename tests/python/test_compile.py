@@ -6,6 +6,7 @@ compiles nothing is in test_compile_cache.py.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import warnings
@@ -470,3 +471,31 @@ def test_async_compile_runs_op_by_op_until_the_graph_program_is_ready():
 def test_async_compile_is_a_bool_option():
     f = torch.compile(lambda x: x + 1, backend="tpu", options={"async_compile": False})
     torch.testing.assert_close(f(torch.ones(3, device="tpu")).cpu(), torch.full((3,), 2.0))
+
+
+def test_bucket_size_pads_symbolic_sizes_to_its_multiples():
+    exact, tpu = _blocks()
+    compiled = torch.compile(tpu, backend="tpu", dynamic=True, options={"bucket_size": 16})
+    g = torch.Generator().manual_seed(3)
+    torch_pjrt.reset_metrics()
+    with torch.no_grad():
+        for i, n in enumerate(_LENGTHS):
+            x = torch.randn(2, n, 32, generator=g, dtype=torch.float64)
+            xt = x.float().to("tpu")
+            if i > 0:  # the first call declared the length symbolic: later uploads have its bucket's capacity
+                assert xt.untyped_storage().nbytes() == 2 * math.ceil(n / 16) * 16 * 32 * 4
+            torch.testing.assert_close(compiled(xt).cpu().double(), exact(x), rtol=1e-5, atol=1e-5)
+    m = torch_pjrt.metrics()
+    # Every size rounds up to a multiple of 16, also the batch × length rows that the linear layers read, so a
+    # program serves each pair (bucket of n, bucket of 2n); a length of 1 is read exactly, and the first length
+    # compiles before the graph is known to be dynamic.
+    pairs = {(math.ceil(n / 16), math.ceil(2 * n / 16)) for n in _LENGTHS if n > 1}
+    assert _region_compiles(m) <= 1 + len(pairs) + 1, m["compiles_by_name"]
+    assert m["compiles"] == _region_compiles(m), m["compiles_by_name"]
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True, "128"])
+def test_bucket_size_must_be_a_positive_int(bad):
+    compiled = torch.compile(lambda x: x * 2, backend="tpu", options={"bucket_size": bad})
+    with pytest.raises(Exception, match="bucket_size must be a positive int"):
+        compiled(torch.ones(3, device="tpu"))
