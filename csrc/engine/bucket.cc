@@ -217,7 +217,7 @@ void UploadHistory::mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Di
   }
 }
 
-int64_t UploadHistory::capacity(hlo::DType dtype, const hlo::Dims& sizes) {
+int64_t UploadHistory::capacity(hlo::DType dtype, const hlo::Dims& sizes, bool eager, int64_t multiple) {
   const size_t rank = sizes.size();
   if (rank == 0 || rank > 32) return 0;
   int64_t capacity = 1, numel = 1;
@@ -229,10 +229,12 @@ int64_t UploadHistory::capacity(hlo::DType dtype, const hlo::Dims& sizes) {
     if (!r.dynamic && std::find(r.seen.begin(), r.seen.end(), n) == r.seen.end()) {
       const bool adjacent = std::find_if(r.seen.begin(), r.seen.end(),
                                          [&](int64_t v) { return v == n - 1 || v == n + 1; }) != r.seen.end();
-      if (adjacent || static_cast<int>(r.seen.size()) == kDistinct)
+      if (adjacent || static_cast<int>(r.seen.size()) == kDistinct || (eager && !r.seen.empty())) {
         r.dynamic = true;
-      else
+        if (eager) r.multiple = multiple;
+      } else {
         r.seen.push_back(n);
+      }
     }
     numel *= n;
     capacity *= r.dynamic && n > 0 ? bucket_of(n, r.multiple) : n;

@@ -181,8 +181,10 @@ class ShapeHistory {
 class UploadHistory {
  public:
   // The capacity in elements for an upload of `sizes`, or 0 when no dim of
-  // it is dynamic (the storage is exact). Records the sizes.
-  int64_t capacity(hlo::DType dtype, const hlo::Dims& sizes);
+  // it is dynamic (the storage is exact). Records the sizes. `eager`: a dim
+  // that takes a second value is dynamic at once, bucketed by
+  // bucket_of(n, multiple) (new storages inside a graph with symbolic sizes).
+  int64_t capacity(hlo::DType dtype, const hlo::Dims& sizes, bool eager = false, int64_t multiple = 0);
   // Makes dims `dims` of uploads like `sizes` dynamic now, bucketed by
   // bucket_of(n, multiple).
   void mark(hlo::DType dtype, const hlo::Dims& sizes, const hlo::Dims& dims, int64_t multiple = 0);

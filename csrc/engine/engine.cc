@@ -562,6 +562,11 @@ CallResult Engine::run(const OpCall& call) {
   return run_strict(call);
 }
 
+int64_t Engine::graph_capacity(DType dtype, const hlo::Dims& sizes) {
+  if (!buckets_ || !dynamic_capture_.load(std::memory_order_acquire) || !capturing_here()) return 0;
+  return uploads_.capacity(dtype, sizes, true, capture_bucket_size_);
+}
+
 void Engine::forget_shapes() {
   shapes_.clear();
   uploads_.clear();
@@ -1064,6 +1069,7 @@ bool Engine::begin_capture(bool dynamic, int64_t bucket_size) {
   capturing_ = true;
   capture_dynamic_ = dynamic;
   capture_bucket_size_ = bucket_size;
+  dynamic_capture_.store(dynamic, std::memory_order_release);
   capture_ok_ = true;
   capture_compiling_ = false;
   captured_.reset();
@@ -1075,7 +1081,10 @@ std::shared_ptr<const RegionCapture> Engine::end_capture(bool* compiling) {
   recording_ = true;
   struct End {
     Engine& e;
-    ~End() { e.recording_ = e.capturing_ = false; }
+    ~End() {
+      e.recording_ = e.capturing_ = false;
+      e.dynamic_capture_.store(false, std::memory_order_release);
+    }
   } end{*this};
   flush(FlushReason::Graph);
   if (compiling) *compiling = capture_compiling_;

@@ -250,6 +250,12 @@ class Engine {
   int64_t upload_capacity(DType dtype, const hlo::Dims& sizes) {
     return buckets_ ? uploads_.capacity(dtype, sizes) : 0;
   }
+  // The elements a new storage of `sizes` (an empty tensor) made inside a
+  // graph with symbolic sizes, on the capturing thread, should hold: 0 for
+  // exactly its elements, else its buckets' capacity (UploadHistory with
+  // `eager`), so that the calls writing and reading it run bucketed.
+  // Anywhere else 0. Any thread.
+  int64_t graph_capacity(DType dtype, const hlo::Dims& sizes);
   // Makes dims `dims` of uploads like `sizes` (the same dtype and other
   // sizes) dynamic, bucketed by bucket_of(n, bucket_size): a graph input's
   // symbolic dims (torch.compile).
@@ -453,7 +459,8 @@ class Engine {
   bool recording_ = false;
   std::shared_ptr<RegionCapture> captured_;
   bool capture_compiling_ = false;
-  bool capture_dynamic_ = false;     // begin_capture(dynamic)
+  bool capture_dynamic_ = false;              // begin_capture(dynamic)
+  std::atomic<bool> dynamic_capture_{false};  // capturing_ && capture_dynamic_ (read without the lock)
   int64_t capture_bucket_size_ = 0;  // begin_capture(bucket_size)  // the captured region's program was compiling
   // Async compile: whether it is on, and the keys compiling in the
   // background or failed there (compiled in the foreground next time).

@@ -20,8 +20,9 @@ V arange_start_out(Context& cx) {
   for (size_t i : {0, 1, 2}) check_scalar_fits(cx, i, hlo::is_floating(t) ? DType::F64 : DType::I64);
   DType compute = hlo::is_floating(t) ? DType::F64 : DType::I64;
   Value i = cx.b.iota(TensorType{compute, out.dims()}, 0);
-  Value r = cx.b.add(cx.as(0, compute), cx.b.mul(i, cx.as(2, compute)));
-  return {cx.b.convert(r, t)};
+  Value r = cx.b.convert(cx.b.add(cx.as(0, compute), cx.b.mul(i, cx.as(2, compute))), t);
+  if (out.type.is_dynamic(0)) r = cx.b.set_dimension_size(r, cx.b.dimension_size(out, 0), 0);  // shape buckets
+  return {r};
 }
 
 // The out tensor of a factory op, which the composite op allocated with the
@@ -141,7 +142,7 @@ V tril_indices(Context& cx) { return {triangle_indices(cx, false)}; }
 
 std::vector<Entry> creation_lowerings() {
   return {
-      {"aten::arange.start_out", arange_start_out, Traits().sized_by(OutSizing::Arange)},
+      {"aten::arange.start_out", arange_start_out, Traits().sized_by(OutSizing::Arange).generic()},
       {"aten::linspace.out", linspace_out, Traits().sized_by(OutSizing::Space)},
       {"aten::logspace.out", logspace_out, Traits().sized_by(OutSizing::Space)},
       {"aten::eye.out", eye_out, Traits().sized_by(OutSizing::Eye)},

@@ -502,6 +502,11 @@ struct Advanced {
   Dims offset_dims;        // where the non-indexed dims of self sit in `result`
   Dims rest;               // those non-indexed dims of self
   bool empty_dim = false;  // an indexed dim of self has size 0
+  int64_t before = 0;      // where the batch dims start in `result`
+  // Shape buckets: the batch dims that bucketed index tensors give, with
+  // their true sizes (coords is static: padded there, with unspecified
+  // indices in the padding, which a gather clamps).
+  std::vector<std::pair<int64_t, Value>> batch_sizes;
 };
 
 // Reads a `Tensor?[]` argument: the present tensors in `values`, one entry
@@ -547,13 +552,19 @@ Advanced advanced_index(Context& cx, Value self, size_t arg) {
     // A bucketed dim is indexed against its true size.
     Value true_size = self.type.is_dynamic(p) ? b.convert(b.dimension_size(self, p), DType::I64) : Value{};
     if (nonempty) check_range(cx, idx, size, p, true, false, ErrorKind::Index, true_size);
-    parts.push_back(b.reshape(wrap_negative(b, idx, size, true_size), with(adv.batch, 1)));
+    for (int64_t i = 0; i < nb; ++i) {
+      bool known = false;
+      for (const auto& [d, n] : adv.batch_sizes) known |= d == i;
+      if (idx.type.is_dynamic(i) && !known) adv.batch_sizes.emplace_back(i, b.dimension_size(idx, i));
+    }
+    parts.push_back(b.to_static(b.reshape(wrap_negative(b, idx, size, true_size), with(adv.batch, 1))));
   }
   adv.coords = b.concatenate(parts, nb);
   // NumPy: adjacent index dims put the batch dims in their place; otherwise
   // they go first.
   bool adjacent = adv.positions.back() - adv.positions.front() + 1 == static_cast<int64_t>(adv.positions.size());
   int64_t before = adjacent ? adv.positions.front() : 0;
+  adv.before = before;
   Dims rest;
   for (int64_t d = 0; d < self.rank(); ++d)
     if (std::find(adv.positions.begin(), adv.positions.end(), d) == adv.positions.end()) rest.push_back(d);
@@ -579,11 +590,15 @@ V index_tensor(Context& cx) {
   Dims slice = self.dims();
   for (int64_t p : adv.positions) slice[p] = 1;
   // A bucketed self is gathered padded (the indices stay inside its true
-  // sizes); its non-indexed dims keep their true sizes in the result.
+  // sizes); its non-indexed dims keep their true sizes in the result. So do
+  // bucketed index tensors: their padding gathers unspecified (clamped)
+  // elements past the result's true sizes, and the range checks above saw
+  // only their true elements.
   Value r = b.gather(b.to_static(self), adv.coords, adv.offset_dims, adv.positions, adv.positions, slice, adv.result);
   for (size_t i = 0; i < adv.rest.size(); ++i)
     if (self.type.is_dynamic(adv.rest[i]))
       r = b.set_dimension_size(r, b.dimension_size(self, adv.rest[i]), adv.offset_dims[i]);
+  for (const auto& [d, n] : adv.batch_sizes) r = b.set_dimension_size(r, n, adv.before + d);
   return {r};
 }
 

@@ -11,6 +11,7 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/util/strides.h>
 
 #include <mutex>
 #include <unordered_map>
@@ -26,6 +27,15 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin, std::optional<at::MemoryFormat> memory_format) {
   c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
+  // Inside a graph with symbolic sizes, a new storage whose sizes change
+  // from call to call has its buckets' capacity (Engine::graph_capacity).
+  if (memory_format.value_or(at::MemoryFormat::Contiguous) == at::MemoryFormat::Contiguous &&
+      c10::multiply_integers(size) > 0) {
+    std::vector<int64_t> sizes(size.begin(), size.end());
+    const at::ScalarType type = c10::dtype_or_default(dtype);
+    if (const int64_t capacity = Engine::get().graph_capacity(to_hlo(type), sizes))
+      return new_tensor(size, type, d, nullptr, capacity);
+  }
   c10::DeviceIndex saved = current_device();
   set_current_device(d);
   at::Tensor t = at::detail::empty_generic(size, tpu_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -37,6 +47,12 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device, std::optional<bool> pin) {
   c10::DeviceIndex d = device && device->has_index() ? device->index() : current_device();
+  if (c10::multiply_integers(size) > 0 && stride == c10::IntArrayRef(c10::contiguous_strides(size))) {
+    std::vector<int64_t> sizes(size.begin(), size.end());
+    const at::ScalarType type = c10::dtype_or_default(dtype);
+    if (const int64_t capacity = Engine::get().graph_capacity(to_hlo(type), sizes))
+      return new_tensor(size, type, d, nullptr, capacity);  // as empty_memory_format
+  }
   c10::DeviceIndex saved = current_device();
   set_current_device(d);
   at::Tensor t = at::detail::empty_strided_generic(
@@ -64,8 +80,16 @@ at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t ste
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<at::MemoryFormat>) {
   int64_t numel = c10::multiply_integers(size);
   int64_t needed = (numel + self.storage_offset()) * static_cast<int64_t>(self.element_size());
-  if (numel > 0 && needed > static_cast<int64_t>(self.storage().nbytes()))
+  if (numel > 0 && needed > static_cast<int64_t>(self.storage().nbytes())) {
+    // An empty storage sized inside a graph with symbolic sizes (an out=
+    // tensor of arange): its buckets' capacity (Engine::graph_capacity).
+    if (self.storage().nbytes() == 0 && self.storage_offset() == 0) {
+      std::vector<int64_t> sizes(size.begin(), size.end());
+      if (const int64_t capacity = Engine::get().graph_capacity(to_hlo(self.scalar_type()), sizes))
+        needed = capacity * static_cast<int64_t>(self.element_size());
+    }
     resize_storage(self.storage(), needed, to_hlo(self.scalar_type()));
+  }
   self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
   return self;
 }

@@ -7,6 +7,7 @@ whose forward is compiled with torch.compile(backend="tpu"); examples/hf_llama_t
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -182,6 +183,28 @@ def test_generate_with_a_compiled_forward():
     want = cpu.generate(prompt, attention_mask=torch.ones_like(prompt), **kw)
     got = tpu.generate(prompt.to("tpu"), attention_mask=torch.ones_like(prompt).to("tpu"), **kw)
     assert torch.equal(got.cpu(), want)
+    torch._dynamo.reset()
+
+
+def test_generate_with_a_compiled_forward_compiles_per_bucket_not_per_token():
+    # Dynamo traces the prefill, then one token, then (automatic dynamic) a graph with a symbolic cache length. That
+    # graph's program is bucketed: its KV cache, masks and positions live in storages of their bucket's capacity.
+    torch._dynamo.reset()
+    cpu, tpu = twins(lambda: transformers.AutoModelForCausalLM.from_config(causal_config("llama")).eval())
+    tpu.forward = torch.compile(tpu.forward, backend="tpu")
+    prompt = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(4))
+    kw = dict(max_new_tokens=32, do_sample=False, pad_token_id=0)
+    want = cpu.generate(prompt, attention_mask=torch.ones_like(prompt), **kw)
+    torch_pjrt.reset_metrics()
+    got = tpu.generate(prompt.to("tpu"), attention_mask=torch.ones_like(prompt).to("tpu"), **kw)
+    assert torch.equal(got.cpu(), want)
+    m = torch_pjrt.metrics()
+    graphs = m["compiles_by_name"].get("fused_region", 0)
+    # The prefill and the one-token graph once each; the symbolic graph at most log2(32) + 4 times (lengths 6 to 37).
+    assert graphs <= 2 + int(math.log2(32)) + 4, graphs
+    # Everything else is generate()'s own eager loop (stopping criteria, the growing mask): about 70 programs, a few
+    # per op and bucket. Before the graph ran bucketed, its dynamic ops ran alone: 521 compiles.
+    assert m["compiles"] <= 100, m["compiles_by_name"]
     torch._dynamo.reset()
 
 
