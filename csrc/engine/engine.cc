@@ -662,19 +662,25 @@ CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& cal
   return result;
 }
 
+bool Engine::refuse_buckets(const BucketPlan& plan) {
+  shapes_.refuse(plan);
+  metrics_.bucket_refused();
+  return false;
+}
+
+void Engine::bucket_results(BucketPlan& plan, const Signature& exact, int64_t multiple) {
+  plan.results.clear();
+  for (const auto& t : exact.fresh_types) {
+    plan.results.push_back(t.dims);
+    for (int64_t& d : plan.results.back()) d = bucket_of(d, multiple);
+  }
+}
+
 bool Engine::run_bucketed(const OpCall& call, BucketPlan& plan, const ProgramKey& exact_key, CallResult& result) {
   std::shared_ptr<const Signature> exact = exact_signature(call, exact_key);
-  auto refuse = [&] {
-    shapes_.refuse(plan);
-    metrics_.bucket_refused();
-    return false;
-  };
+  auto refuse = [&] { return refuse_buckets(plan); };
   check_scalars(*exact, call, 0);
-  plan.results.clear();
-  for (const auto& t : exact->fresh_types) {
-    plan.results.push_back(t.dims);
-    for (int64_t& d : plan.results.back()) d = bucket_of(d);
-  }
+  bucket_results(plan, *exact, 0);
   static thread_local Binding scratch;
   Binding& s = scratch;
   ReleaseOnExit<Binding> release{s};
@@ -778,11 +784,7 @@ CallResult Engine::plan(const OpCall& call, ProgramKey& key, Placement* placemen
 bool Engine::plan_bucketed(const OpCall& call, const ProgramKey& exact_key, CallResult& deferred) {
   BucketPlan& plan = bucket_scratch();
   std::shared_ptr<const Signature> exact = exact_signature(call, exact_key);
-  plan.results.clear();
-  for (const auto& t : exact->fresh_types) {
-    plan.results.push_back(t.dims);
-    for (int64_t& d : plan.results.back()) d = bucket_of(d, capture_bucket_size_);
-  }
+  bucket_results(plan, *exact, capture_bucket_size_);
   thread_local ProgramKey key;
   thread_local SlotNumbering numbering;
   make_bucket_key(key_identity(), call, plan, key, numbering);
@@ -793,11 +795,7 @@ bool Engine::plan_bucketed(const OpCall& call, const ProgramKey& exact_key, Call
     auto it = signatures_.find(key);
     if (it != signatures_.end()) sig = it->second.signature;
   }
-  auto refuse = [&] {
-    shapes_.refuse(plan);
-    metrics_.bucket_refused();
-    return false;
-  };
+  auto refuse = [&] { return refuse_buckets(plan); };
   if (!sig) {
     try {
       ProgramBuilder builder(precision_.load());

@@ -371,6 +371,11 @@ class Engine {
   // `exact_key`) join the region bucketed by bucket_scratch()'s plan; false
   // (and `deferred` unchanged) when bucketing is refused.
   bool plan_bucketed(const OpCall& call, const ProgramKey& exact_key, CallResult& deferred);
+  // Refuses `plan`'s pattern for good (ShapeHistory::refuse) and counts it;
+  // returns false.
+  bool refuse_buckets(const BucketPlan& plan);
+  // plan.results: the exact call's result sizes, each at bucket_of(d, multiple).
+  static void bucket_results(BucketPlan& plan, const Signature& exact, int64_t multiple);
   void run_region();
   void check_scalars(const Signature& sig, const OpCall& call, int32_t index) const;
   // Binds the program's parameters for `calls` (their distinct slots in
