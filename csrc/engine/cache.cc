@@ -37,7 +37,8 @@ struct ViewWords {
 constexpr int64_t kBucketedAccess = 64;
 
 template <typename Numbering>
-void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const std::string& op, ViewWords* vw) {
+void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const std::string& op, ViewWords* vw,
+              bool fixed) {
   const size_t ref = vw ? vw->ref++ : 0;
   if (!r.slot) {
     w.push_back(-1);
@@ -65,6 +66,7 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
     w.push_back(b.dynamic_sizes);
     w.push_back(b.fresh + 2 * b.forward);
     w.push_back(numel);
+    if (fixed) w.push_back(v.offset);
     return;
   }
   w.push_back(static_cast<int64_t>(access_of(v, numel)));
@@ -72,26 +74,34 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
   w.insert(w.end(), v.sizes.begin(), v.sizes.end());
   w.insert(w.end(), v.strides.begin(), v.strides.end());
   w.push_back(numel);
+  if (fixed) w.push_back(v.offset);
 }
 
 template <typename Numbering>
 void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, ViewWords* vw = nullptr) {
   const std::string& op = call.op->name;
+  const bool fixed = call.static_values;
   w.insert(w.end(), call.op->name_words.begin(), call.op->name_words.end());
   w.push_back(call.device);
+  w.push_back(fixed);
   for (const CallArg& a : call.args) {
     w.push_back(static_cast<int64_t>(a.kind));
     switch (a.kind) {
       case CallArg::Kind::Tensor:
-        push_ref(w, a.tensor, slots, op, vw);
+        push_ref(w, a.tensor, slots, op, vw, fixed);
         break;
       case CallArg::Kind::TensorList:
         w.push_back(static_cast<int64_t>(a.list.size()));
         w.insert(w.end(), a.present.begin(), a.present.end());
-        for (const auto& t : a.list) push_ref(w, t, slots, op, vw);
+        for (const auto& t : a.list) push_ref(w, t, slots, op, vw, fixed);
         break;
       case CallArg::Kind::Scalar:
         w.push_back(static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor);
+        if (constant_scalar(call, a)) {
+          int64_t bits;
+          std::memcpy(&bits, a.scalar_bytes, sizeof bits);
+          w.push_back(bits);
+        }
         break;
       case CallArg::Kind::Int:
       case CallArg::Kind::Bool:
@@ -113,7 +123,7 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, Vi
   w.push_back(static_cast<int64_t>(call.targets.size()));
   for (const auto& t : call.targets) {
     if (t.slot)
-      push_ref(w, t, slots, op, vw);
+      push_ref(w, t, slots, op, vw, fixed);
     else
       w.push_back(-1);  // a fresh result (for_each_ref does not count it)
   }

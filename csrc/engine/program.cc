@@ -138,9 +138,10 @@ ProgramBuilder::SlotValue& ProgramBuilder::slot_value(const TensorRef& r, int s,
   return values_[s];
 }
 
-Value ProgramBuilder::offset_param(const TensorRef& r, Access access) {
+Value ProgramBuilder::offset_param(const TensorRef& r, Access access, bool fixed) {
   int32_t ref = refs_++;
   if (!takes_offset(access)) return Value{};
+  if (fixed) return b_.constant(static_cast<double>(r.view.offset), DType::I64);
   sig_.params.push_back({Signature::Param::Offset, ref, calls_});
   return b_.parameter(TensorType{DType::I64, {}});
 }
@@ -180,9 +181,10 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
       return v.fitted;
     }
     Access access = bucketed ? Access::Gather : access_of(r.view, v.numel);
-    Value offset = offset_param(r, access);
+    Value offset = offset_param(r, access, call.static_values);
     if (!v.has_value && access != Access::Empty) read_slot(v, r.view.dtype, s);
     if (bucketed) return read_bucketed_view(b_, v.flat, *bucketed, view_shape_param(ref, r.view.sizes.size()), offset);
+    if (call.static_values) return read_view_at_offset(b_, v.flat, r.view, access);
     return read_view(b_, v.flat, r.view, access, offset);
   };
 
@@ -205,6 +207,10 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
         break;
       }
       case CallArg::Kind::Scalar: {
+        if (constant_scalar(call, a)) {
+          args.push_back(Arg::scalar(b_.constant(scalar_value(a), a.scalar_dtype)));
+          break;
+        }
         Value p = b_.parameter(TensorType{a.scalar_dtype, {}});
         sig_.params.push_back({Signature::Param::Scalar, static_cast<int32_t>(i), calls_});
         args.push_back(a.host_tensor ? Arg::tensor(p) : Arg::scalar(p));
@@ -296,13 +302,15 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
     int s = numbering_.index_of(target.slot);
     SlotValue& sv = slot_value(target, s, op);
     Access access = bucketed ? Access::Gather : access_of(view, sv.numel);
-    Value offset = offset_param(target, access);
+    Value offset = offset_param(target, access, call.static_values);
     // A partial write keeps the rest of the storage: read it first.
     if (!sv.has_value && access != Access::Whole) read_slot(sv, view.dtype, s);
     Value base = sv.has_value ? sv.flat : b_.full(0, TensorType{view.dtype, {sv.numel}});
     if (bucketed) {
       Value shape = view_shape_param(ref, view.sizes.size());
       sv.flat = write_bucketed_view(b_, base, b_.convert(v, view.dtype), *bucketed, shape, offset);
+    } else if (call.static_values) {
+      sv.flat = write_view_at_offset(b_, base, b_.convert(v, view.dtype), view, access);
     } else {
       sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);
     }

@@ -127,7 +127,10 @@ class ProgramBuilder {
   SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
   // Makes slot `s`'s flat value a parameter (its first read in the program).
   void read_slot(SlotValue& v, DType dtype, int s);
-  hlo::Value offset_param(const TensorRef& r, Access access);
+  // The i64 offset of reference `r` read or written by `access`: a
+  // parameter, or a constant when `fixed` (a static_values call); none when
+  // the access takes no offset. Counts the reference either way.
+  hlo::Value offset_param(const TensorRef& r, Access access, bool fixed = false);
   // Tensor reference `ref`'s bucketing, or nullptr when it is read exactly.
   const BucketedRef* bucketed_ref(int32_t ref) const;
   // The true sizes and strides of bucketed reference `ref` (rank `rank`).

@@ -69,6 +69,18 @@ bool box_dims(const ViewSpec& v, std::vector<int64_t>* box) {
   return true;
 }
 
+// Box dims are in stride order; the view's order puts them back, and
+// broadcasts over size-1 and stride-0 dims.
+Value box_to_view(Builder& b, Value x, const ViewSpec& v, const std::vector<int64_t>& box) {
+  std::vector<int64_t> order(box.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return box[a] < box[c]; });
+  x = b.transpose(x, Dims(order.begin(), order.end()));
+  Dims bdims;
+  for (int64_t k : order) bdims.push_back(box[k]);
+  return b.broadcast_in_dim(x, v.sizes, bdims);
+}
+
 // A strided box: the view's span at the runtime offset (always inside the
 // storage), padded to whole rows, reshaped into the box's region and sliced.
 Value read_box(Builder& b, Value flat, const ViewSpec& v, Value offset) {
@@ -94,22 +106,48 @@ Value read_box(Builder& b, Value flat, const ViewSpec& v, Value offset) {
     limit.push_back(1);
     x = b.slice(x, Dims(limit.size(), 0), limit, Dims(limit.size(), 1));
   }
-  x = b.reshape(x, box_sizes);
-  // Box dims are in stride order; put them back in view order, then
-  // broadcast over size-1 and stride-0 dims.
-  std::vector<int64_t> order(box.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return box[a] < box[c]; });
-  x = b.transpose(x, Dims(order.begin(), order.end()));
-  Dims bdims;
-  for (int64_t k : order) bdims.push_back(box[k]);
-  return b.broadcast_in_dim(x, v.sizes, bdims);
+  return box_to_view(b, b.reshape(x, box_sizes), v, box);
 }
 
 // Flat indices of the view's elements at the runtime offset, as [numel, 1].
 Value flat_indices(Builder& b, const ViewSpec& v, Value offset) {
   Value idx = b.reshape(element_indices(b, v), {v.numel(), 1});
   return b.add(idx, b.broadcast_in_dim(offset, {v.numel(), 1}, {}));
+}
+
+// A box at a static offset as a static slice of the whole storage: the
+// storage reshaped into [storage / outer stride, box region...] and the
+// view's coordinates in it. False when the storage does not split so, or
+// the view wraps a row of it.
+struct StaticBox {
+  std::vector<int64_t> box;  // box dims by decreasing stride
+  Dims region, start, limit;
+};
+bool static_box(const ViewSpec& v, int64_t storage_numel, StaticBox* out) {
+  if (!box_dims(v, &out->box) || out->box.empty()) return false;
+  const std::vector<int64_t>& box = out->box;
+  const int64_t outer = v.strides[box[0]];
+  if (storage_numel % outer != 0) return false;
+  Dims& region = out->region;
+  region = {storage_numel / outer};
+  for (size_t k = 0; k + 1 < box.size(); ++k) region.push_back(v.strides[box[k]] / v.strides[box[k + 1]]);
+  region.push_back(v.strides[box.back()]);
+  Dims extent;
+  for (int64_t d : box) extent.push_back(v.sizes[d]);
+  extent.push_back(1);
+  out->start.assign(region.size(), 0);
+  out->limit.assign(region.size(), 0);
+  int64_t rest = v.offset;
+  for (size_t k = region.size(); k-- > 0;) {
+    out->start[k] = rest % region[k];
+    rest /= region[k];
+  }
+  if (rest != 0) return false;
+  for (size_t k = 0; k < region.size(); ++k) {
+    out->limit[k] = out->start[k] + extent[k];
+    if (out->limit[k] > region[k]) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -152,6 +190,54 @@ Value write_view(Builder& b, Value flat, Value update, const ViewSpec& v, Access
       break;
   }
   return b.scatter(flat, flat_indices(b, v, offset), b.reshape(update, {v.numel()}), {}, {0}, {0}, "");
+}
+
+Value read_view_at_offset(Builder& b, Value flat, const ViewSpec& v, Access access) {
+  const int64_t numel = flat.type.numel();
+  StaticBox sb;
+  switch (access) {
+    case Access::Empty:
+    case Access::Whole:
+      return read_view(b, flat, v, access, Value{});
+    case Access::Contiguous:
+      return b.reshape(b.slice(flat, {v.offset}, {v.offset + v.numel()}, {1}), v.sizes);
+    case Access::Box:
+      if (!static_box(v, numel, &sb)) break;
+      {
+        Value x = b.slice(b.reshape(flat, sb.region), sb.start, sb.limit, Dims(sb.region.size(), 1));
+        Dims box_sizes;
+        for (int64_t d : sb.box) box_sizes.push_back(v.sizes[d]);
+        return box_to_view(b, b.reshape(x, box_sizes), v, sb.box);
+      }
+    case Access::Gather:
+      break;
+  }
+  return read_view(b, flat, v, access, b.constant(static_cast<double>(v.offset), DType::I64));
+}
+
+Value write_view_at_offset(Builder& b, Value flat, Value update, const ViewSpec& v, Access access) {
+  const int64_t numel = flat.type.numel();
+  StaticBox sb;
+  bool overlaps = false;  // a written dim of stride 0
+  for (size_t d = 0; d < v.sizes.size(); ++d) overlaps |= v.sizes[d] > 1 && v.strides[d] == 0;
+  if (access == Access::Box && !overlaps && static_box(v, numel, &sb)) {
+    // The update's dims in box order, as a block of the reshaped storage.
+    Dims kept, kept_sizes;
+    for (size_t d = 0; d < v.sizes.size(); ++d)
+      if (v.sizes[d] > 1) kept.push_back(static_cast<int64_t>(d)), kept_sizes.push_back(v.sizes[d]);
+    Value u = b.reshape(update, kept_sizes);
+    Dims perm;
+    for (int64_t d : sb.box) perm.push_back(std::find(kept.begin(), kept.end(), d) - kept.begin());
+    u = b.transpose(u, perm);
+    Dims block;
+    for (size_t k = 0; k < sb.region.size(); ++k) block.push_back(sb.limit[k] - sb.start[k]);
+    u = b.reshape(u, block);
+    std::vector<Value> starts;
+    for (int64_t s : sb.start) starts.push_back(b.constant(static_cast<double>(s), DType::I64));
+    return b.reshape(b.dynamic_update_slice(b.reshape(flat, sb.region), u, starts), {numel});
+  }
+  if (access == Access::Empty || access == Access::Whole) return write_view(b, flat, update, v, access, Value{});
+  return write_view(b, flat, update, v, access, b.constant(static_cast<double>(v.offset), DType::I64));
 }
 
 }  // namespace torch_pjrt::engine

@@ -59,4 +59,12 @@ hlo::Value read_view(hlo::Builder& b, hlo::Value flat, const ViewSpec& view, Acc
 hlo::Value write_view(hlo::Builder& b, hlo::Value flat, hlo::Value update, const ViewSpec& view, Access access,
                       hlo::Value offset);
 
+// The same at the view's own offset, fixed in the program (compiled graphs,
+// whose views are fixed by the graph): static slices of the storage reshaped
+// into the view's box, which XLA fuses into their users, where it can; the
+// paths above at a constant offset elsewhere.
+hlo::Value read_view_at_offset(hlo::Builder& b, hlo::Value flat, const ViewSpec& view, Access access);
+hlo::Value write_view_at_offset(hlo::Builder& b, hlo::Value flat, hlo::Value update, const ViewSpec& view,
+                                Access access);
+
 }  // namespace torch_pjrt::engine

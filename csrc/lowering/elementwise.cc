@@ -475,8 +475,19 @@ V silu(Context& cx) {
 }
 
 // gelu(x) = x * Phi(x), exactly or with the tanh approximation. Phi(x) is
-// 0.5 * erfc(-x / sqrt 2): the textbook 0.5 * (1 + erf(x / sqrt 2)) leaves
-// x * 1e-7 far in the negative tail, where the plugin's erf stops short of -1.
+// ATen's 0.5 * (1 + erf(x / sqrt 2)), with erf saturated: the plugin's erf
+// stops at +-(1 - 1.8e-7) from |z| = 3.7 on, which leaves x * 1e-7 far in
+// the negative tail; past |z| = 3.9 float32's erf is +-1 within half an ulp.
+// (erfc(-x / sqrt 2) is exact there too, but costs five erf in a fused
+// program: exp, a division and two polynomials.)
+Value std_normal_cdf(hlo::Builder& b, Value x) {
+  auto c = [&](double v) { return b.constant(v, x.dtype()); };
+  Value z = b.mul(x, c(M_SQRT1_2));
+  Value e = b.unary("chlo.erf", z);
+  e = b.select(b.compare(z, c(3.9), "GT"), c(1), e);
+  e = b.select(b.compare(z, c(-3.9), "LT"), c(-1), e);
+  return b.mul(c(0.5), b.add(c(1), e));
+}
 // ATen's get_gelutype_enum, checked before the kernel's dispatch.
 bool gelu_tanh(Context& cx, size_t i) {
   std::string mode = cx.none(i) ? "none" : cx.str(i);
@@ -494,7 +505,7 @@ V gelu(Context& cx) {
     Value inner = b.mul(c(std::sqrt(2.0 / M_PI)), b.add(x, b.mul(c(0.044715), b.mul(x, b.mul(x, x)))));
     y = b.mul(b.mul(c(0.5), x), b.add(c(1), b.tanh(inner)));
   } else {
-    y = b.mul(b.mul(c(0.5), x), b.unary("chlo.erfc", b.mul(x, c(-M_SQRT1_2))));
+    y = b.mul(x, std_normal_cdf(b, x));
   }
   return {b.convert(y, out)};
 }
@@ -517,7 +528,7 @@ V gelu_backward(Context& cx) {
     Value dinner = b.mul(c(k), b.add(c(1), b.mul(c(3 * k3), x2)));
     d = b.add(dleft, b.mul(left, b.mul(b.sub(c(1), b.mul(th, th)), dinner)));
   } else {
-    Value cdf = b.mul(c(0.5), b.unary("chlo.erfc", b.mul(x, c(-M_SQRT1_2))));
+    Value cdf = std_normal_cdf(b, x);
     Value pdf = b.mul(c(1 / std::sqrt(2 * M_PI)), b.exp(b.mul(c(-0.5), b.mul(x, x))));
     d = b.add(cdf, b.mul(x, pdf));
   }

@@ -270,6 +270,48 @@ TEST(Engine, OffsetsAreParametersOneProgramForEveryRow) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(got[i], h[i] + 1);
 }
 
+// A compiled graph's calls (static_values): offsets and Python scalars are
+// constants and key words, and every view reads and writes as the parameter
+// path does: strided boxes at offsets that split the storage into rows
+// (static slices), one that wraps a row, transposes and contiguous runs.
+TEST(Engine, StaticValuesAreConstantsAndMatchTheParameterPath) {
+  auto& e = eng();
+  std::vector<float> h(24);
+  for (int i = 0; i < 24; ++i) h[i] = float(i * i % 17);
+  const std::vector<ViewSpec> views = {
+      view({6, 2}, {4, 1}, 1),  // m[:, 1:3] of a 6x4 matrix
+      view({6, 2}, {4, 1}, 2),  // m[:, 2:4]
+      view({5, 2}, {4, 1}, 3),  // wraps rows 0..5: elements 3, 4, 7, 8, ...
+      view({2, 6}, {1, 4}, 1),  // m[:, 1:3].t()
+      view({5}, {1}, 7),        // a contiguous run
+  };
+  std::vector<std::string> keys;
+  for (const ViewSpec& v : views) {
+    std::vector<float> out[2];
+    for (bool fixed : {false, true}) {
+      Slot m(0, 24 * 4);
+      e.upload(m, h.data(), DType::F32);
+      OpCall call;  // m.as_strided(v).mul_(3)
+      call.op = &op("aten::mul.Tensor");
+      call.args = {tensor(m, v), scalar(3)};
+      call.targets = {{&m, v}};
+      call.static_values = fixed;
+      if (fixed) {
+        engine::ProgramBuilder pb;
+        pb.add(call);
+        engine::Program p = pb.finish();
+        for (const auto& param : p.signature.params) EXPECT_EQ(param.kind, engine::Signature::Param::Slot);
+        keys.push_back(e.key_of(call).hex());
+      }
+      e.run(call);
+      out[fixed] = download(m);
+    }
+    EXPECT_EQ(out[0], out[1]) << hlo::dims_str(v.sizes) << " at " << v.offset;
+  }
+  // The offset is a key word: m[:, 1:3] and m[:, 2:4] are two programs.
+  EXPECT_NE(keys[0], keys[1]);
+}
+
 TEST(Engine, DonatesUnsharedBuffersAndKeepsMemoryFlat) {
   auto& e = eng();
   const int64_t n = 1 << 16;
