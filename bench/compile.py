@@ -10,13 +10,17 @@ trained with AdamW. Modes:
   on tpu: forward, backward and the optimizer step are one program each, and from the second step on each runs its
   captured program without dispatching the graph's nodes (the replay path of torch_pjrt/dynamo.py); the inductor
   column compiles the same two;
-- ``jax``: the same model and AdamW step as one ``jax.jit`` program (bench/jax_gpt.py), when jax is installed (it is
-  not part of this project's dependencies; shown as "-" otherwise).
+- ``jax``: the same model and AdamW step as one ``jax.jit`` program (bench/jax_gpt.py), compiled and run by the
+  PJRT plugin torch_pjrt uses (JAX loads it as a backend of its own): the same XLA build, which is the target;
+- ``jaxlib``: the same jitted step on jaxlib's built-in CPU client, a newer XLA build (on CPU it runs matmuls and
+  reductions as YNNPACK kernels, which the xla-cpu-pjrt plugin lacks), for reference.
+
+Both JAX columns need jax installed (it is not part of this project's dependencies; shown as "-" otherwise).
 
 For each (workload, mode): the first step's seconds (compiles included), then untimed warm-up steps, then --repeats
 rounds that time one block of --steps steps per mode, interleaved so machine noise hits the modes alike. A cell is
 the median steps/s over the blocks with [min-max]. Ends with the ratios compiled/strict, compiled/fused, compiled/cpu,
-compiled/inductor and compiled/jax per workload.
+compiled/inductor, compiled/jax and compiled/jaxlib per workload.
 
     python bench/compile.py --repeats 5 --steps 3
 """
@@ -38,21 +42,23 @@ sys.path.insert(0, HERE)
 
 import eager_modes  # noqa: E402  (bench/: the GPT trainer and its sizes)
 
-MODES = ["cpu", "inductor", "strict", "fused", "compiled", "jax"]
+MODES = ["cpu", "inductor", "strict", "fused", "compiled", "jax", "jaxlib"]
+JAX_MODES = ("jax", "jaxlib")
 
 
 def make_step(workload: str, mode: str):
-    if mode == "jax":
+    if mode in JAX_MODES:
         import jax_gpt
 
-        return jax_gpt.gpt_trainer(*eager_modes.GPTS[workload], vocab=eager_modes.GPT_VOCAB)
+        backend = jax_gpt.PLUGIN if mode == "jax" else "cpu"
+        return jax_gpt.gpt_trainer(*eager_modes.GPTS[workload], vocab=eager_modes.GPT_VOCAB, backend=backend)
     device = "cpu" if mode in ("cpu", "inductor") else "tpu"
     backend = {"inductor": "inductor", "compiled": "tpu"}.get(mode)
     return eager_modes.gpt_trainer(device, *eager_modes.GPTS[workload], compile_backend=backend)
 
 
 def eager_mode_of(mode: str):
-    if mode in ("cpu", "inductor", "jax"):
+    if mode in ("cpu", "inductor") + JAX_MODES:
         return contextlib.nullcontext()
     return torch_pjrt.eager_mode("strict" if mode == "compiled" else mode)
 
@@ -62,11 +68,11 @@ def block(step, steps: int, mode: str) -> float:
         t0 = time.perf_counter()
         for _ in range(steps):
             loss = step()
-        if mode == "jax":
+        if mode in JAX_MODES:
             loss.block_until_ready()
         else:
             loss.item()
-        if mode not in ("cpu", "inductor", "jax"):
+        if mode not in ("cpu", "inductor") + JAX_MODES:
             torch_pjrt.synchronize()
         return time.perf_counter() - t0
 
@@ -80,9 +86,14 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=4)
     args = p.parse_args()
     modes = list(args.modes)
-    if "jax" in modes and importlib.util.find_spec("jax") is None:
-        print("jax is not installed: its column shows '-'")
-        modes.remove("jax")
+    if importlib.util.find_spec("jax") is None:
+        if any(m in modes for m in JAX_MODES):
+            print("jax is not installed: its columns show '-'")
+        modes = [m for m in modes if m not in JAX_MODES]
+    elif "jax" in modes:
+        import jax_gpt
+
+        jax_gpt.use_plugin(torch_pjrt.platform()["plugin_path"])
 
     results = {}
     for workload in args.only:
@@ -118,7 +129,7 @@ def main() -> None:
             continue
         ratios = [
             f"compiled/{m}={med['compiled'] / med[m]:.2f}"
-            for m in ("strict", "fused", "cpu", "inductor", "jax")
+            for m in ("strict", "fused", "cpu", "inductor") + JAX_MODES
             if m in med
         ]
         print(f"compile {workload} " + " ".join(ratios))

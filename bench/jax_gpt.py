@@ -2,7 +2,12 @@
 
 The parameters are copied from the torch model built with the same seed, and the batches come from the same torch
 generator, so the step computes what the torch step does. Everything (forward, backward, AdamW with torch's
-defaults) is one ``jax.jit`` program: what the same XLA compiler can do with the whole step on this machine.
+defaults) is one ``jax.jit`` program.
+
+Two backends: ``use_plugin(path)`` registers torch_pjrt's own PJRT plugin with JAX, so ``gpt_trainer(...,
+backend=PLUGIN)`` compiles with the same XLA build torch_pjrt uses (what the same compiler can do with the whole
+step on this machine); ``backend="cpu"`` is jaxlib's built-in CPU client, another XLA build (jaxlib 0.10's fuses
+matmuls and reductions into YNNPACK kernels, which the xla-cpu-pjrt plugin lacks).
 """
 
 from __future__ import annotations
@@ -14,6 +19,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+
+PLUGIN = "torch_pjrt_plugin"
+
+
+def use_plugin(path: str) -> None:
+    """Registers the PJRT plugin at `path` as JAX backend PLUGIN, next to jaxlib's "cpu". Call before JAX starts."""
+    from jax._src import xla_bridge
+
+    xla_bridge.register_plugin(PLUGIN, library_path=path)
+    jax.config.update("jax_platforms", f"{PLUGIN},cpu")
 
 
 def _layer_norm(x, p, eps=1e-5):
@@ -61,15 +76,19 @@ def _params_of(model: torch.nn.Module) -> dict:
     return tree
 
 
-def gpt_trainer(dim: int, layers: int, block: int, batch_size: int, vocab: int = 64, seed: int = 0):
-    """step(): one jitted training step; returns the loss (a jax array: block_until_ready() waits for it)."""
+def gpt_trainer(
+    dim: int, layers: int, block: int, batch_size: int, vocab: int = 64, seed: int = 0, backend: str | None = None
+):
+    """step(): one jitted training step on `backend`'s first device (JAX's default backend when None); returns the
+    loss (a jax array: block_until_ready() waits for it)."""
     train_gpt = importlib.import_module("train_gpt")
     torch.manual_seed(seed)
     heads = 4
-    params = _params_of(train_gpt.GPT(vocab=vocab, dim=dim, layers=layers, block=block))
+    device = jax.devices(backend)[0]
+    params = jax.device_put(_params_of(train_gpt.GPT(vocab=vocab, dim=dim, layers=layers, block=block)), device)
     lr, beta1, beta2, eps, wd = 3e-3, 0.9, 0.999, 1e-8, 0.01
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    state = {"params": params, "m": zeros, "v": zeros, "t": jnp.zeros((), jnp.float32)}
+    state = {"params": params, "m": zeros, "v": zeros, "t": jax.device_put(jnp.zeros((), jnp.float32), device)}
 
     @jax.jit
     def train_step(state, idx, targets):
@@ -91,7 +110,8 @@ def gpt_trainer(dim: int, layers: int, block: int, batch_size: int, vocab: int =
 
     def step():
         x, y = train_gpt.batch(gen, batch_size, block, vocab)
-        box["state"], loss = train_step(box["state"], jnp.asarray(np.asarray(x)), jnp.asarray(np.asarray(y)))
+        x, y = (jax.device_put(np.asarray(t), device) for t in (x, y))
+        box["state"], loss = train_step(box["state"], x, y)
         return loss
 
     return step

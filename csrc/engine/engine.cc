@@ -512,6 +512,13 @@ int64_t Engine::launch(const CachedProgram& program, const std::vector<Slot*>& s
         break;
       }
     executor_.enqueued(s.outs[tracked], last_op);
+    if (!s.taken.empty()) {
+      // The slots take their new buffers from the outputs; the donated ones
+      // are destroyed once the program ran.
+      std::vector<runtime::BufferPtr> donated;
+      for (auto& [slot, buffer] : s.taken) donated.push_back(std::move(buffer));
+      executor_.retire(s.outs[tracked], std::move(donated));
+    }
   }
   return static_cast<int64_t>(s.donated.size());
 }

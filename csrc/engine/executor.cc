@@ -68,6 +68,35 @@ void Executor::enqueued(const runtime::BufferPtr& output, const char* op) {
   if (full) await(kMaxInFlight / 2);
 }
 
+void Executor::retire(const runtime::BufferPtr& output, std::vector<runtime::BufferPtr> donated) {
+  if (donated.empty()) return;
+  runtime::Event done = output->ready_event();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    retired_.emplace_back(std::move(done), std::move(donated));
+  }
+  reap(false);
+}
+
+void Executor::reap(bool all) {
+  std::vector<std::pair<runtime::Event, std::vector<runtime::BufferPtr>>> ran;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    while (!retired_.empty() && (all || retired_.size() > kMaxRetired || retired_.front().first.is_ready())) {
+      ran.push_back(std::move(retired_.front()));
+      retired_.pop_front();
+    }
+  }
+  for (auto& [done, buffers] : ran) {
+    try {
+      done.wait();
+    } catch (const runtime::Error&) {
+      // The program failed: its error is reported where its output is read.
+    }
+    buffers.clear();
+  }
+}
+
 void Executor::add_checks(std::vector<PendingCheck> checks) {
   if (checks.empty()) return;
   std::lock_guard<std::mutex> g(mu_);
@@ -143,6 +172,7 @@ void Executor::await_transfers() {
 
 void Executor::sync() {
   await(0);
+  reap(true);
   await_transfers();
   std::vector<PendingCheck> checks;
   {

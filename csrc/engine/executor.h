@@ -91,6 +91,13 @@ class Executor {
   // is awaited.
   void enqueued(const runtime::BufferPtr& output, const char* op);
   void add_checks(std::vector<PendingCheck> checks);
+  // The donated input buffers of a program just enqueued, whose output is
+  // `output`. PJRT holds a donated buffer until its program has run, and
+  // destroying it sooner blocks until then, so they are kept until that
+  // output is ready (checked here, on later calls and at sync points) and
+  // destroyed without waiting. Past kMaxRetired programs the oldest is
+  // awaited.
+  void retire(const runtime::BufferPtr& output, std::vector<runtime::BufferPtr> donated);
   // Waits for every program enqueued so far, then reads the pending checks;
   // raises the first failure of either (a program's error names its op).
   void sync();
@@ -105,11 +112,17 @@ class Executor {
   void await(size_t keep);
   void await_transfers();
 
+  // Destroys the retired buffers whose program ran (all of them, waiting,
+  // when `all`), outside the lock.
+  void reap(bool all);
+
   static constexpr size_t kMaxInFlight = 4096;
+  static constexpr size_t kMaxRetired = 256;
   std::mutex mu_;
   std::deque<std::pair<std::weak_ptr<runtime::Buffer>, const char*>> in_flight_;
   std::vector<PendingCheck> checks_;
   std::vector<std::pair<CompletionPtr, std::string>> transfers_;
+  std::deque<std::pair<runtime::Event, std::vector<runtime::BufferPtr>>> retired_;
 };
 
 }  // namespace torch_pjrt::engine
