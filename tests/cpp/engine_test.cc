@@ -345,6 +345,34 @@ TEST(Engine, DonatesUnsharedBuffersAndKeepsMemoryFlat) {
   EXPECT_EQ(download(x)[0], 1003.0f);
 }
 
+// A donating program is enqueued, not waited for: PJRT holds the donated
+// buffer until the program ran, and the engine keeps it until then instead
+// of destroying it at once (which would block). An add over 2^25 floats
+// (128 MiB) runs for tens of milliseconds; the run returns before its
+// output is ready (one try in three, against a machine that stalls this
+// thread).
+TEST(Engine, ADonatingProgramRunsAsynchronously) {
+  auto& e = eng();
+  const int64_t n = int64_t{1} << 25;
+  Slot x(0, n * 4), y(0, n * 4);
+  {
+    std::vector<float> ones(n, 1.0f);
+    e.upload(x, ones.data(), DType::F32);
+    e.upload(y, ones.data(), DType::F32);
+  }
+  OpCall call = add_(x, y, 1, n);
+  bool asynchronous = false;
+  const int64_t donations = e.metrics().donations;
+  for (int attempt = 0; attempt < 3 && !asynchronous; ++attempt) {
+    e.sync();
+    e.run(call);
+    asynchronous = !x.state().buffer->ready_event().is_ready();
+  }
+  e.sync();
+  EXPECT_TRUE(asynchronous);
+  EXPECT_GT(e.metrics().donations, donations);
+}
+
 TEST(Engine, RuntimeChecksRaiseAtTheSyncInStrictModeAndAtTheOpInDebug) {
   auto& e = eng();
   Slot x(0, 16), idx(0, 8);
