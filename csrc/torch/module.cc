@@ -61,6 +61,73 @@ Engine& engine_or_raise() {
   return translate_errors("torch_pjrt", []() -> Engine& { return Engine::get(); });
 }
 
+// What a captured graph's program depends on, as bytes (dynamo.py's replay
+// key): per argument, which earlier argument's storage it shares (or a new
+// number), its device, dtype, sizes, strides, storage offset and storage
+// bytes. None when an argument is not a tpu tensor.
+py::object layout_key(const py::list& args) {
+  std::string key;
+  key.reserve(args.size() * 96);
+  std::vector<const void*> storages;
+  auto word = [&](int64_t w) { key.append(reinterpret_cast<const char*>(&w), sizeof w); };
+  for (py::handle h : args) {
+    if (!THPVariable_Check(h.ptr())) return py::none();
+    const at::Tensor& t = THPVariable_Unpack(h.ptr());
+    if (!t.is_privateuseone()) return py::none();
+    const void* id = slot_of(t);
+    auto at = std::find(storages.begin(), storages.end(), id);
+    word(at - storages.begin());
+    if (at == storages.end()) storages.push_back(id);
+    word(t.get_device());
+    word(static_cast<int64_t>(t.scalar_type()));
+    word(t.dim());
+    for (int64_t d : t.sizes()) word(d);
+    for (int64_t d : t.strides()) word(d);
+    word(t.storage_offset());
+    word(static_cast<int64_t>(t.storage().nbytes()));
+  }
+  return py::bytes(key);
+}
+
+// A captured graph run on new storages (dynamo.py's _Replay): per capture
+// slot, the argument whose storage it binds (-1: a new storage of the
+// slot's bytes), and each result as a view (dtype, sizes, strides, storage
+// offset) of a capture slot's storage.
+struct GraphReplay {
+  struct Result {
+    int64_t slot;
+    at::ScalarType dtype;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset;
+  };
+  std::shared_ptr<const engine::RegionCapture> capture;
+  std::vector<int64_t> bound;
+  std::vector<Result> results;
+
+  std::vector<at::Tensor> run(const py::list& args) const {
+    const engine::RegionCapture& c = *capture;
+    std::vector<at::Tensor> storages(bound.size());
+    std::vector<Slot*> slots(bound.size());
+    for (size_t j = 0; j < bound.size(); ++j) {
+      storages[j] = bound[j] >= 0 ? THPVariable_Unpack(args[bound[j]].ptr())
+                                  : new_tensor({c.slot_nbytes[j]}, at::kByte, static_cast<c10::DeviceIndex>(c.device));
+      slots[j] = slot_of(storages[j]);
+    }
+    Engine& e = engine_or_raise();
+    {
+      py::gil_scoped_release no_gil;
+      translate_errors(c.name, [&] { e.replay(c, slots); });
+    }
+    std::vector<at::Tensor> made;
+    made.reserve(results.size());
+    for (const Result& r : results) {
+      const at::Tensor& base = storages.at(r.slot);
+      made.push_back(at::empty({0}, base.options().dtype(r.dtype)).set_(base.storage(), r.offset, r.sizes, r.strides));
+    }
+    return made;
+  }
+};
+
 }  // namespace
 }  // namespace torch_pjrt::glue
 
@@ -152,36 +219,25 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     e.finish_background_work();
   });
-  // bound: per capture slot, the tensor whose storage it binds, or None for
-  // a new storage. outs: (slot, dtype, sizes, strides, storage offset) of
-  // each result tensor, a view of a bound or new storage.
-  m.def("_replay",
-        [](const std::shared_ptr<RegionCapture>& c, const std::vector<std::optional<at::Tensor>>& bound,
-           const std::vector<std::tuple<int64_t, at::ScalarType, std::vector<int64_t>, std::vector<int64_t>, int64_t>>&
-               outs) {
-          TORCH_CHECK(bound.size() == c->slot_ids.size(), "torch.compile replay: ", bound.size(), " storages for ",
-                      c->slot_ids.size(), " slots");
-          std::vector<at::Tensor> storages(bound.size());
-          std::vector<Slot*> slots(bound.size());
-          for (size_t j = 0; j < bound.size(); ++j) {
-            storages[j] = bound[j]
-                              ? *bound[j]
-                              : new_tensor({c->slot_nbytes[j]}, at::kByte, static_cast<c10::DeviceIndex>(c->device));
-            slots[j] = slot_of(storages[j]);
-          }
-          Engine& e = engine_or_raise();
-          {
-            py::gil_scoped_release no_gil;
-            translate_errors(c->name, [&] { e.replay(*c, slots); });
-          }
-          std::vector<at::Tensor> results;
-          results.reserve(outs.size());
-          for (const auto& [j, dtype, sizes, strides, offset] : outs) {
-            const at::Tensor& base = storages.at(j);
-            results.push_back(at::empty({0}, base.options().dtype(dtype)).set_(base.storage(), offset, sizes, strides));
-          }
-          return results;
-        });
+  m.def("_layout_key", &layout_key);
+  // bound: per capture slot, the index of the argument whose storage it
+  // binds, or None for a new storage. outs: (slot, dtype, sizes, strides,
+  // storage offset) of each result tensor, a view of a bound or new storage.
+  py::class_<GraphReplay, std::shared_ptr<GraphReplay>>(m, "_GraphReplay")
+      .def(py::init(
+          [](std::shared_ptr<RegionCapture> c, const std::vector<std::optional<int64_t>>& bound,
+             const std::vector<
+                 std::tuple<int64_t, at::ScalarType, std::vector<int64_t>, std::vector<int64_t>, int64_t>>& outs) {
+            TORCH_CHECK(bound.size() == c->slot_ids.size(), "torch.compile replay: ", bound.size(), " storages for ",
+                        c->slot_ids.size(), " slots");
+            auto r = std::make_shared<GraphReplay>();
+            r->capture = std::move(c);
+            for (const auto& b : bound) r->bound.push_back(b ? *b : -1);
+            for (const auto& [j, dtype, sizes, strides, offset] : outs)
+              r->results.push_back({j, dtype, sizes, strides, offset});
+            return r;
+          }))
+      .def("run", &GraphReplay::run);
   m.def("_metrics", [] {
     auto mt = engine_or_raise().metrics();
     py::dict d;

@@ -53,24 +53,15 @@ def _unlowered(gm: torch.fx.GraphModule) -> list[str]:
     return sorted(missing)
 
 
-def _layout(args) -> tuple | None:
-    """What a captured program depends on: each input's storage (which inputs share one), dtype and view.
+def _layout(args) -> bytes | None:
+    """What a captured program depends on: each input's storage (which inputs share one), dtype and view, as bytes.
 
     None when an input is not a tpu tensor (a Python number or a CPU tensor is a runtime value of the graph, which a
     capture would freeze).
     """
     from . import _C
 
-    ids: dict[int, int] = {}
-    key = []
-    for a in args:
-        if not isinstance(a, torch.Tensor) or a.device.type != "tpu":
-            return None
-        part = ids.setdefault(_C._slot_id(a), len(ids))
-        key.append(
-            (part, a.get_device(), a.dtype, a.shape, a.stride(), a.storage_offset(), a.untyped_storage().nbytes())
-        )
-    return tuple(key)
+    return _C._layout_key(args)
 
 
 def _symbolic_dims(gm: torch.fx.GraphModule) -> tuple[bool, list[tuple[int, list[int]]]]:
@@ -99,13 +90,10 @@ class _Replay:
     """
 
     def __init__(self, capture, bound_args, outs, results, precision):
-        self.capture, self.bound_args, self.outs, self.results, self.precision = (
-            capture,
-            bound_args,
-            outs,
-            results,
-            precision,
-        )
+        from . import _C
+
+        self.plan = _C._GraphReplay(capture, bound_args, outs)
+        self.results, self.precision = results, precision
 
     @classmethod
     def build(cls, capture, arg_of_id: dict[int, int], out, precision):
@@ -144,11 +132,7 @@ class _Replay:
         return cls(capture, bound_args, outs, results, precision)
 
     def run(self, args):
-        from . import _C
-
-        bound = [None if i is None else args[i] for i in self.bound_args]
-        made = _C._replay(self.capture, bound, self.outs)
-        del bound
+        made = self.plan.run(args)
         seq = []
         for kind, v in self.results:
             if kind == "out":
