@@ -5,7 +5,9 @@
 // Tensors are views of storage slots; Python numbers and zero-dim host
 // tensors are runtime scalars; dims, flags and dtypes are static. Runtime
 // values (scalars, RNG seeds and offsets, view offsets) become program
-// parameters and never enter a program key.
+// parameters and never enter a program key, except the Python scalars and
+// view offsets of a compiled graph's calls, which the graph fixes
+// (OpCall::static_values).
 #pragma once
 
 #include <algorithm>

@@ -8,7 +8,9 @@
 // view at an i64 offset parameter (dynamic_slice, dynamic_update_slice or
 // gather/scatter indices plus the offset), so `a[i]`, `narrow(0, i, n)` or a
 // KV-cache write at `pos` compile one program for every i. The access path
-// (Access) depends on the structure only, never on the offset.
+// (Access) depends on the structure only, never on the offset. A compiled
+// graph's views are read at their own offset instead (read_view_at_offset):
+// the graph fixes it.
 #pragma once
 
 #include <cstdint>
