@@ -5,7 +5,9 @@ Workloads: the GPT of examples/train_gpt.py (AdamW, as there) at two sizes,
 4 layers, T 128, batch 16), in cpu, debug, strict and fused; and the six seed
 models of examples/ (their own trainers and small configs, as bench/models.py
 runs them) in cpu, strict and fused. "cpu" is native CPU eager; the other
-modes run on the tpu device under ``torch_pjrt.eager_mode(mode)``.
+modes run on the tpu device under ``torch_pjrt.eager_mode(mode)``. Each
+workload starts with the shape history of a fresh process
+(``torch_pjrt._C._forget_shapes()``), as if it ran alone.
 
 Each (workload, mode) gets its own trainer (same seed) and untimed warm-up
 first, where the compiles happen: blocks of --warmup steps (on tpu at least
@@ -169,6 +171,10 @@ def geomean(xs: list[float]) -> float | None:
 def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dict:
     """{"rates": {mode: [steps/s per block]}, "mets": {mode: [metrics per block]}, "cells": {mode: str}}."""
     steppers, cells = {}, {}
+    # Each workload starts with the shape history of a fresh process, as a user training this one model would: the
+    # sizes the models before it gave the same op structures would otherwise count as sizes that change, and its
+    # fused calls would run alone until they settle again (unet after the other seven: 0.7 steps/s, not 31).
+    torch_pjrt._C._forget_shapes()
     for mode in modes:
         try:
             with in_mode(mode):
