@@ -62,15 +62,32 @@ Engine& engine_or_raise() {
 }
 
 // What a captured graph's program depends on, as bytes (dynamo.py's replay
-// key): per argument, which earlier argument's storage it shares (or a new
-// number), its device, dtype, sizes, strides, storage offset and storage
-// bytes. None when an argument is not a tpu tensor.
+// key): per tensor argument, which earlier argument's storage it shares (or
+// a new number), its device, dtype, sizes, strides, storage offset and
+// storage bytes; per Python int, float or bool (a graph's symbolic size or
+// unspecialised number), its value, which the capture freezes. None when an
+// argument is anything else or not a tpu tensor.
 py::object layout_key(const py::list& args) {
   std::string key;
   key.reserve(args.size() * 96);
   std::vector<const void*> storages;
   auto word = [&](int64_t w) { key.append(reinterpret_cast<const char*>(&w), sizeof w); };
   for (py::handle h : args) {
+    if (PyBool_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyFloat_Check(h.ptr())) {
+      word(PyBool_Check(h.ptr()) ? -3 : PyLong_Check(h.ptr()) ? -4 : -5);
+      if (PyFloat_Check(h.ptr())) {
+        double v = PyFloat_AsDouble(h.ptr());
+        int64_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        word(bits);
+      } else {
+        int overflow = 0;
+        const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+        if (overflow) return py::none();
+        word(v);
+      }
+      continue;
+    }
     if (!THPVariable_Check(h.ptr())) return py::none();
     const at::Tensor& t = THPVariable_Unpack(h.ptr());
     if (!t.is_privateuseone()) return py::none();

@@ -9,8 +9,9 @@ returns. The region's key is its structure, so a graph compiles once (and the pe
 process); runtime values (Python scalars, CPU scalar tensors, RNG state) are program parameters.
 
 From the second call with the same input layout on, a graph runs its captured program directly (``_Replay``): no
-node is dispatched, no key is built. Graphs with random ops, CPU scalar tensors or non-tensor inputs walk their nodes
-on every call (their runtime values change per call); their region is still found by its key, with no compile.
+node is dispatched, no key is built. A layout holds the values of the graph's Python number inputs (symbolic sizes),
+so a graph with symbolic sizes replays a length it has seen. Graphs with random ops or CPU scalar tensors walk their
+nodes on every call (their runtime values change per call); their region is still found by its key, with no compile.
 
 With ``options={"async_compile": True}``, a graph whose program is not compiled yet runs op by op (strict, as
 eager would) while its program compiles on a background thread; the first call after the compile finished captures
@@ -20,7 +21,8 @@ Dynamic shapes: a graph traced with symbolic sizes (``dynamic=True``, ``mark_dyn
 nodes inside a capture that tells the engine so: a size that changes between its calls is dynamic at once, and those
 calls join the graph's one program bucketed (docs/architecture.md, "Shape buckets"). Its inputs' symbolic dims mark
 the uploads like them, so the next batch lands in a storage of its bucket's capacity. A sweep over lengths compiles a
-program per bucket (``bucket_size``: multiples of it instead of powers of two). Not built yet: replays of such graphs.
+program per bucket (``bucket_size``: multiples of it instead of powers of two). A length seen before replays its
+capture; a new length walks the graph (and finds its bucket's program by its key).
 
 The backend is registered under the name ``tpu`` through the ``torch_dynamo_backends`` entry point, so
 ``torch.compile(m, backend="tpu")`` works after a plain ``import torch``. ``torch.compile(m)`` with no backend (that
@@ -54,10 +56,12 @@ def _unlowered(gm: torch.fx.GraphModule) -> list[str]:
 
 
 def _layout(args) -> bytes | None:
-    """What a captured program depends on: each input's storage (which inputs share one), dtype and view, as bytes.
+    """What a captured program depends on, as bytes: each tensor input's storage (which inputs share one), dtype and
+    view, and the value of each Python number input (a symbolic size: the capture freezes it, so a replay needs the
+    same value).
 
-    None when an input is not a tpu tensor (a Python number or a CPU tensor is a runtime value of the graph, which a
-    capture would freeze).
+    None when an input is something else or a CPU tensor (a CPU scalar tensor is a runtime value of the graph, which
+    a capture would freeze).
     """
     from . import _C
 
@@ -150,8 +154,10 @@ class _Replay:
         return seq
 
 
-# Input layouts a graph keeps replays for (a new layout beyond them walks the graph).
+# Input layouts a graph keeps replays for (a new layout beyond them walks the graph). A graph with symbolic sizes
+# meets a layout per length; each replay holds its program's parameters for that length.
 _MAX_LAYOUTS = 8
+_MAX_DYNAMIC_LAYOUTS = 64
 
 
 def _graph_runner(
@@ -188,7 +194,7 @@ def _graph_runner(
             if r is not None and r.precision == precision:
                 return r.run(args)
         replayable = layout is not None and (layout not in replays or replays[layout] is not None)
-        replayable = replayable and len(replays) < _MAX_LAYOUTS
+        replayable = replayable and len(replays) < (_MAX_DYNAMIC_LAYOUTS if dynamic else _MAX_LAYOUTS)
         for i, dims in symbolic_inputs:  # the next batch's upload gets a storage of its bucket
             a = args[i]
             if isinstance(a, torch.Tensor) and a.device.type == "tpu":
@@ -196,7 +202,8 @@ def _graph_runner(
         arg_of_id = {}
         if replayable:
             for i, a in enumerate(args):
-                arg_of_id.setdefault(_C._slot_id(a), i)
+                if isinstance(a, torch.Tensor):
+                    arg_of_id.setdefault(_C._slot_id(a), i)
         before = get_eager_mode()
         set_eager_mode("fused")  # runs what the caller had open; the graph starts a region of its own
         async_before = _C._async_compile()

@@ -325,25 +325,44 @@ def test_a_sweep_over_32_sequence_lengths_compiles_a_program_per_bucket():
     assert m["compiles"] == _region_compiles(m), m["compiles_by_name"]
     assert m["regions"] == len(_LENGTHS) and m["bucket_hits"] > 0 and m["padded_elements"] > 0
 
+    # The same lengths again: each replays the capture its first call made (the length is a key word of the
+    # layout), with no node walked and nothing compiled.
+    torch_pjrt.reset_metrics()
+    with torch.no_grad():
+        for n in _LENGTHS[:12]:
+            x = torch.randn(2, n, 32, generator=g, dtype=torch.float64)
+            torch.testing.assert_close(compiled(x.float().to("tpu")).cpu().double(), exact(x), rtol=1e-5, atol=1e-5)
+    m = torch_pjrt.metrics()
+    assert (m["graph_replays"], m["regions"], m["compiles"]) == (12, 0, 0), m
+
 
 def test_a_sweep_over_sequence_lengths_trains_with_a_program_per_bucket():
     exact, tpu = _blocks()
     compiled = torch.compile(tpu, backend="tpu", dynamic=True)
     g = torch.Generator().manual_seed(2)
+
+    def train(lengths):
+        for n in lengths:
+            x = torch.randn(2, n, 32, generator=g, dtype=torch.float64)
+            compiled(x.float().to("tpu")).square().sum().backward()
+            exact(x).square().sum().backward()
+            scale = max(p.grad.abs().max().item() for p in exact.parameters())
+            for p, e in zip(tpu.parameters(), exact.parameters(), strict=True):
+                torch.testing.assert_close(p.grad.cpu().double(), e.grad, rtol=1e-4, atol=1e-5 * scale)
+                p.grad, e.grad = None, None
+
     torch_pjrt.reset_metrics()
-    for n in _LENGTHS[:16]:
-        x = torch.randn(2, n, 32, generator=g, dtype=torch.float64)
-        compiled(x.float().to("tpu")).square().sum().backward()
-        exact(x).square().sum().backward()
-        scale = max(p.grad.abs().max().item() for p in exact.parameters())
-        for p, e in zip(tpu.parameters(), exact.parameters(), strict=True):
-            torch.testing.assert_close(p.grad.cpu().double(), e.grad, rtol=1e-4, atol=1e-5 * scale)
-            p.grad, e.grad = None, None
+    train(_LENGTHS[:16])
     m = torch_pjrt.metrics()
     # 16 lengths in buckets 1 to 32: a forward and a backward program for the first length and per bucket, and the
     # eager loss and its gradient (static sizes) once.
     assert _region_compiles(m) <= 2 * (6 + 1), m["compiles_by_name"]
     assert m["compiles"] - _region_compiles(m) <= 8, m["compiles_by_name"]
+    # Lengths seen before: their forward and backward graphs replay.
+    torch_pjrt.reset_metrics()
+    train(_LENGTHS[4:8])
+    m = torch_pjrt.metrics()
+    assert m["graph_replays"] == 8 and _region_compiles(m) == 0, m
 
 
 def test_a_new_shape_recompiles_visibly():
