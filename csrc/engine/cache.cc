@@ -38,7 +38,7 @@ constexpr int64_t kBucketedAccess = 64;
 
 template <typename Numbering>
 void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const std::string& op, ViewWords* vw,
-              bool fixed) {
+              bool static_values, bool target) {
   const size_t ref = vw ? vw->ref++ : 0;
   if (!r.slot) {
     w.push_back(-1);
@@ -49,7 +49,14 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
   if (!v.in_bounds(numel))
     throw lowering::LoweringError(op + ": a view reaches outside its storage (offset " + std::to_string(v.offset) +
                                   ", storage of " + std::to_string(numel) + " elements)");
-  w.push_back(slots.index_of(r.slot));
+  const size_t before = slots.count();
+  const int index = slots.index_of(r.slot);
+  // A storage first referenced by a write of all of it was made by the
+  // sequence; a static_values call reaches its later views at fixed offsets
+  // (ProgramBuilder::add decides the same).
+  if (static_cast<size_t>(index) == before) slots.born[index] = target && access_of(v, numel) == Access::Whole;
+  const bool fixed = static_values && static_cast<size_t>(index) < before && slots.born[index];
+  w.push_back(index);
   w.push_back(static_cast<int64_t>(v.dtype));
   if (vw && vw->shapes) {
     w.push_back(static_cast<int64_t>(v.sizes.size()));
@@ -88,20 +95,15 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, Vi
     w.push_back(static_cast<int64_t>(a.kind));
     switch (a.kind) {
       case CallArg::Kind::Tensor:
-        push_ref(w, a.tensor, slots, op, vw, fixed);
+        push_ref(w, a.tensor, slots, op, vw, fixed, false);
         break;
       case CallArg::Kind::TensorList:
         w.push_back(static_cast<int64_t>(a.list.size()));
         w.insert(w.end(), a.present.begin(), a.present.end());
-        for (const auto& t : a.list) push_ref(w, t, slots, op, vw, fixed);
+        for (const auto& t : a.list) push_ref(w, t, slots, op, vw, fixed, false);
         break;
       case CallArg::Kind::Scalar:
         w.push_back(static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor);
-        if (constant_scalar(call, a)) {
-          int64_t bits;
-          std::memcpy(&bits, a.scalar_bytes, sizeof bits);
-          w.push_back(bits);
-        }
         break;
       case CallArg::Kind::Int:
       case CallArg::Kind::Bool:
@@ -123,7 +125,7 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, Vi
   w.push_back(static_cast<int64_t>(call.targets.size()));
   for (const auto& t : call.targets) {
     if (t.slot)
-      push_ref(w, t, slots, op, vw, fixed);
+      push_ref(w, t, slots, op, vw, fixed, true);
     else
       w.push_back(-1);  // a fresh result (for_each_ref does not count it)
   }

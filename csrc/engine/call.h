@@ -5,8 +5,8 @@
 // Tensors are views of storage slots; Python numbers and zero-dim host
 // tensors are runtime scalars; dims, flags and dtypes are static. Runtime
 // values (scalars, RNG seeds and offsets, view offsets) become program
-// parameters and never enter a program key, except the Python scalars and
-// view offsets of a compiled graph's calls, which the graph fixes
+// parameters and never enter a program key, except the offsets of views of
+// a compiled graph's intermediates, which the graph fixes
 // (OpCall::static_values).
 #pragma once
 
@@ -90,36 +90,14 @@ struct OpCall {
   // (data-dependent sizes, aten::equal) or validates it afterwards (out=)
   // run at once instead.
   bool fusable = false;
-  // A call of a compiled graph with no symbolic sizes: its Python scalars and
-  // view offsets are fixed by the graph (Dynamo guards on them), so they are
-  // program constants and key words instead of parameters, and XLA folds
-  // them (an addmm's alpha, a split's slices).
+  // A call of a compiled graph with no symbolic sizes: the views it reaches
+  // in storages an earlier call of its sequence made (a whole write: the
+  // graph's intermediates) sit at offsets the graph fixes, so they are
+  // program constants and key words instead of parameters, and XLA fuses
+  // them (a split's q, k and v are static slices). Views of the graph's
+  // inputs keep their runtime offsets.
   bool static_values = false;
 };
-
-// Whether a static_values call's Python scalar argument `a` is a program
-// constant: Python numbers exactly printable as a constant (host tensors
-// change per call; an integer past 2^53 stays a parameter).
-inline bool constant_scalar(const OpCall& call, const CallArg& a) {
-  if (!call.static_values || a.host_tensor) return false;
-  if (a.scalar_dtype == DType::F64 || a.scalar_dtype == DType::Bool) return true;
-  if (a.scalar_dtype != DType::I64) return false;
-  int64_t i;
-  std::memcpy(&i, a.scalar_bytes, sizeof i);
-  return i >= -(int64_t{1} << 53) && i <= (int64_t{1} << 53);
-}
-// Its value, as Builder::constant takes it.
-inline double scalar_value(const CallArg& a) {
-  if (a.scalar_dtype == DType::F64) {
-    double v;
-    std::memcpy(&v, a.scalar_bytes, sizeof v);
-    return v;
-  }
-  if (a.scalar_dtype == DType::Bool) return a.scalar_bytes[0] != 0;
-  int64_t i;
-  std::memcpy(&i, a.scalar_bytes, sizeof i);
-  return static_cast<double>(i);
-}
 
 // Every tensor reference of a call, in the fixed order that numbers them in
 // program keys and signatures: tensor arguments (list elements in order),

@@ -124,7 +124,16 @@ int SlotNumbering::index_of(Slot* slot) {
   for (size_t i = 0; i < slots_.size(); ++i)
     if (slots_[i] == slot) return static_cast<int>(i);
   slots_.push_back(slot);
+  born.push_back(0);
   return static_cast<int>(slots_.size() - 1);
+}
+
+std::pair<int, bool> ProgramBuilder::number(const OpCall& call, const TensorRef& r, bool target) {
+  const size_t before = numbering_.count();
+  const int s = numbering_.index_of(r.slot);
+  if (static_cast<size_t>(s) == before)
+    numbering_.born[s] = target && access_of(r.view, storage_numel(r)) == Access::Whole;
+  return {s, call.static_values && static_cast<size_t>(s) < before && numbering_.born[s]};
 }
 
 ProgramBuilder::SlotValue& ProgramBuilder::slot_value(const TensorRef& r, int s, std::string_view op) {
@@ -170,7 +179,7 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
   // Read the argument views (a slot's flat value becomes a parameter the first
   // time the sequence reads it before writing all of it).
   auto read = [&](const TensorRef& r) {
-    int s = numbering_.index_of(r.slot);
+    const auto [s, fixed] = number(call, r, false);
     SlotValue& v = slot_value(r, s, op);
     const int32_t ref = refs_;
     const BucketedRef* bucketed = bucketed_ref(ref);
@@ -181,10 +190,10 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
       return v.fitted;
     }
     Access access = bucketed ? Access::Gather : access_of(r.view, v.numel);
-    Value offset = offset_param(r, access, call.static_values);
+    Value offset = offset_param(r, access, fixed);
     if (!v.has_value && access != Access::Empty) read_slot(v, r.view.dtype, s);
     if (bucketed) return read_bucketed_view(b_, v.flat, *bucketed, view_shape_param(ref, r.view.sizes.size()), offset);
-    if (call.static_values) return read_view_at_offset(b_, v.flat, r.view, access);
+    if (fixed) return read_view_at_offset(b_, v.flat, r.view, access);
     return read_view(b_, v.flat, r.view, access, offset);
   };
 
@@ -207,10 +216,6 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
         break;
       }
       case CallArg::Kind::Scalar: {
-        if (constant_scalar(call, a)) {
-          args.push_back(Arg::scalar(b_.constant(scalar_value(a), a.scalar_dtype)));
-          break;
-        }
         Value p = b_.parameter(TensorType{a.scalar_dtype, {}});
         sig_.params.push_back({Signature::Param::Scalar, static_cast<int32_t>(i), calls_});
         args.push_back(a.host_tensor ? Arg::tensor(p) : Arg::scalar(p));
@@ -268,7 +273,7 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
     const TensorRef& target = call.targets[k];
     const ViewSpec& view = target.view;
     if (view.numel() == 0 && v.type.numel() == 0) {
-      numbering_.index_of(target.slot);  // numbered as make_key numbers it
+      number(call, target, true);  // numbered as make_key numbers it
       offset_param(target, Access::Empty);
       continue;
     }
@@ -281,7 +286,7 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
       // A fused region's fresh result: its new storage holds the value
       // compacted at its true sizes (the first half of its view's shape).
       const int32_t ref = refs_;
-      int s = numbering_.index_of(target.slot);
+      const int s = number(call, target, true).first;
       SlotValue& sv = slot_value(target, s, op);
       offset_param(target, Access::Whole);
       const int64_t rank = static_cast<int64_t>(view.sizes.size());
@@ -299,17 +304,17 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
       throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
                           " doesn't match the broadcast shape " + hlo::dims_str(v.dims()));
     const int32_t ref = refs_;
-    int s = numbering_.index_of(target.slot);
+    const auto [s, fixed] = number(call, target, true);
     SlotValue& sv = slot_value(target, s, op);
     Access access = bucketed ? Access::Gather : access_of(view, sv.numel);
-    Value offset = offset_param(target, access, call.static_values);
+    Value offset = offset_param(target, access, fixed);
     // A partial write keeps the rest of the storage: read it first.
     if (!sv.has_value && access != Access::Whole) read_slot(sv, view.dtype, s);
     Value base = sv.has_value ? sv.flat : b_.full(0, TensorType{view.dtype, {sv.numel}});
     if (bucketed) {
       Value shape = view_shape_param(ref, view.sizes.size());
       sv.flat = write_bucketed_view(b_, base, b_.convert(v, view.dtype), *bucketed, shape, offset);
-    } else if (call.static_values) {
+    } else if (fixed) {
       sv.flat = write_view_at_offset(b_, base, b_.convert(v, view.dtype), view, access);
     } else {
       sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);

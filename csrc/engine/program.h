@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/bucket.h"
@@ -88,7 +89,11 @@ class SlotNumbering {
  public:
   int index_of(Slot* slot);
   const std::vector<Slot*>& slots() const { return slots_; }
-  void clear() { slots_.clear(); }
+  void clear() { slots_.clear(), born.clear(); }
+  size_t count() const { return slots_.size(); }
+  // Per slot: its first reference wrote all of it (the sequence made its
+  // value). Kept by the key builder (cache.cc).
+  std::vector<uint8_t> born;
 
  private:
   std::vector<Slot*> slots_;
@@ -125,11 +130,16 @@ class ProgramBuilder {
     bool has_fitted = false;
   };
   SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
+  // Numbers `r`'s slot (a `target` of `call` or an argument); true when
+  // `call` reaches it at a fixed offset (static_values, and the sequence
+  // made the storage: its first reference wrote all of it).
+  std::pair<int, bool> number(const OpCall& call, const TensorRef& r, bool target);
   // Makes slot `s`'s flat value a parameter (its first read in the program).
   void read_slot(SlotValue& v, DType dtype, int s);
   // The i64 offset of reference `r` read or written by `access`: a
-  // parameter, or a constant when `fixed` (a static_values call); none when
-  // the access takes no offset. Counts the reference either way.
+  // parameter, or a constant when `fixed` (a static_values call's view of a
+  // storage the sequence made); none when the access takes no offset.
+  // Counts the reference either way.
   hlo::Value offset_param(const TensorRef& r, Access access, bool fixed = false);
   // Tensor reference `ref`'s bucketing, or nullptr when it is read exactly.
   const BucketedRef* bucketed_ref(int32_t ref) const;

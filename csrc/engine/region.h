@@ -39,6 +39,7 @@ class Region {
   Region& operator=(const Region&) = delete;
 
   bool empty() const { return calls.empty(); }
+  size_t count() const { return slots.size(); }
   // The region number of `slot`, numbering it (and marking it as referenced
   // by the open region) on first sight. Used by append_call_words.
   int index_of(Slot* slot);
@@ -71,6 +72,7 @@ class Region {
   std::vector<Slot*> slots;                              // region numbering: first reference
   std::vector<DType> slot_dtypes;
   std::vector<uint8_t> dead;  // per slot
+  std::vector<uint8_t> born;  // per slot: first referenced by a write of all of it (cache.cc)
   int64_t fresh_bytes = 0;    // bytes of the fresh results joined so far
 
  private:

@@ -270,11 +270,13 @@ TEST(Engine, OffsetsAreParametersOneProgramForEveryRow) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(got[i], h[i] + 1);
 }
 
-// A compiled graph's calls (static_values): offsets and Python scalars are
-// constants and key words, and every view reads and writes as the parameter
-// path does: strided boxes at offsets that split the storage into rows
-// (static slices), one that wraps a row, transposes and contiguous runs.
-TEST(Engine, StaticValuesAreConstantsAndMatchTheParameterPath) {
+// A compiled graph's calls (static_values): the views of a storage an
+// earlier call of the sequence made are reached at fixed offsets (constants
+// and key words, no parameter), and read as the parameter path reads them:
+// strided boxes at offsets that split the storage into rows (static
+// slices), one that wraps a row, a transpose and a contiguous run. A view
+// of a storage from outside keeps its offset parameter.
+TEST(Engine, StaticValuesFixTheOffsetsOfStoragesTheSequenceMade) {
   auto& e = eng();
   std::vector<float> h(24);
   for (int i = 0; i < 24; ++i) h[i] = float(i * i % 17);
@@ -285,64 +287,71 @@ TEST(Engine, StaticValuesAreConstantsAndMatchTheParameterPath) {
       view({2, 6}, {1, 4}, 1),  // m[:, 1:3].t()
       view({5}, {1}, 7),        // a contiguous run
   };
-  std::vector<std::string> keys;
+  Slot x(0, 24 * 4);
+  e.upload(x, h.data(), DType::F32);
   for (const ViewSpec& v : views) {
-    std::vector<float> out[2];
     for (bool fixed : {false, true}) {
-      Slot m(0, 24 * 4);
-      e.upload(m, h.data(), DType::F32);
-      OpCall call;  // m.as_strided(v).mul_(3)
-      call.op = &op("aten::mul.Tensor");
-      call.args = {tensor(m, v), scalar(3)};
-      call.targets = {{&m, v}};
-      call.static_values = fixed;
-      if (fixed) {
-        engine::ProgramBuilder pb;
-        pb.add(call);
-        engine::Program p = pb.finish();
-        for (const auto& param : p.signature.params) EXPECT_EQ(param.kind, engine::Signature::Param::Slot);
-        keys.push_back(e.key_of(call).hex());
+      Slot m(0, 24 * 4), o(0, v.numel() * 4);
+      OpCall made;  // m = x * 2 (all of m), then o = m.as_strided(v) * 3, then x.as_strided(v) * 1
+      made.op = &op("aten::mul.Tensor");
+      made.args = {tensor(x, view({24}, {1}, 0)), scalar(2)};
+      made.targets = {{&m, view({24}, {1}, 0)}};
+      OpCall read = made;
+      read.args = {tensor(m, v), scalar(3)};
+      hlo::Dims contiguous(v.sizes.size(), 1);
+      for (size_t d = v.sizes.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * v.sizes[d];
+      read.targets = {{&o, view(v.sizes, contiguous, 0)}};
+      OpCall outside = read;
+      outside.args = {tensor(x, v), scalar(1)};
+      outside.targets = {};
+      made.static_values = read.static_values = outside.static_values = fixed;
+      engine::ProgramBuilder pb;
+      pb.add(made);
+      pb.add(read);
+      pb.add(outside);
+      engine::Program p = pb.finish();
+      int offsets = 0;
+      for (const auto& param : p.signature.params) offsets += param.kind == engine::Signature::Param::Offset;
+      const int outside_offset = engine::takes_offset(engine::access_of(v, 24)) ? 1 : 0;
+      EXPECT_EQ(offsets, fixed ? outside_offset : 2 * outside_offset) << hlo::dims_str(v.sizes) << " at " << v.offset;
+      // o holds 6 * x at v's elements, whichever way the offsets came.
+      auto exe = e.client().compile(p.module_text, 0);
+      std::vector<runtime::BufferPtr> keep;
+      std::vector<PJRT_Buffer*> raw;
+      const std::vector<const OpCall*> calls{&made, &read, &outside};
+      for (const auto& param : p.signature.params) {
+        using P = engine::Signature::Param;
+        if (param.kind == P::Slot) {
+          keep.push_back(e.ensure_buffer(x, DType::F32));  // the only storage read from outside
+        } else if (param.kind == P::Scalar) {
+          keep.push_back(e.client().from_host(calls[param.call]->args[param.index].scalar_bytes,
+                                              runtime::ElementType::F64, {}, 0));
+        } else {
+          int64_t off = v.offset;
+          keep.push_back(e.client().from_host(&off, runtime::ElementType::S64, {}, 0));
+        }
+        raw.push_back(keep.back()->get());
       }
-      e.run(call);
-      out[fixed] = download(m);
+      auto outs = exe->execute(raw);
+      ASSERT_EQ(p.signature.outputs[0].kind, engine::Signature::Output::Fresh);  // outside's result
+      std::vector<float> got;
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (p.signature.outputs[i].kind == engine::Signature::Output::SlotWrite && p.signature.outputs[i].index == 2)
+          got = testing::read<float>(outs[i], v.numel());
+      ASSERT_EQ(got.size(), static_cast<size_t>(v.numel()));
+      int64_t k = 0;
+      std::vector<int64_t> idx(v.sizes.size(), 0);
+      for (; k < v.numel(); ++k) {
+        int64_t at = v.offset;
+        for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * v.strides[d];
+        EXPECT_EQ(got[k], 6 * h[at]) << hlo::dims_str(v.sizes) << " at " << v.offset << " element " << k;
+        for (size_t d = idx.size(); d-- > 0;) {
+          if (++idx[d] < v.sizes[d]) break;
+          idx[d] = 0;
+        }
+      }
     }
-    EXPECT_EQ(out[0], out[1]) << hlo::dims_str(v.sizes) << " at " << v.offset;
   }
-  // The offset is a key word: m[:, 1:3] and m[:, 2:4] are two programs.
-  EXPECT_NE(keys[0], keys[1]);
-}
-
-TEST(Engine, DonatesUnsharedBuffersAndKeepsMemoryFlat) {
-  auto& e = eng();
-  const int64_t n = 1 << 16;
-  Slot x(0, n * 4), y(0, n * 4);
-  std::vector<float> ones(n, 1.0f);
-  e.upload(x, ones.data(), DType::F32);
-  e.upload(y, ones.data(), DType::F32);
-  OpCall call = add_(x, y, 1, n);
-  e.run(call);
-  e.sync();
-  const int64_t live = e.allocated_bytes(0);
-  e.reset_peak(0);
-  const int64_t donations = e.metrics().donations;
-  for (int i = 0; i < 1000; ++i) e.run(call);
-  e.sync();
-  EXPECT_EQ(e.metrics().donations - donations, 1000);
-  EXPECT_EQ(e.allocated_bytes(0), live);
-  // Donated: the old buffer stops counting before the new one starts.
-  EXPECT_LE(e.peak_allocated_bytes(0), live + 4096);
-  EXPECT_EQ(download(x)[n - 1], 1002.0f);
-
-  // A buffer someone else still holds is not donated (PJRT copies it), and
-  // the holder's copy keeps its values.
-  Slot::State held = x.state();
-  e.run(call);
-  e.sync();
-  EXPECT_EQ(e.metrics().donations - donations, 1000);
-  std::vector<float> old(n);
-  held.buffer->to_host(old.data(), n * 4);
-  EXPECT_EQ(old[0], 1002.0f);
-  EXPECT_EQ(download(x)[0], 1003.0f);
 }
 
 // A donating program is enqueued, not waited for: PJRT holds the donated

@@ -141,6 +141,31 @@ def test_whole_train_step_with_the_optimizer():
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
 
 
+def test_a_changing_learning_rate_never_recompiles_the_compiled_optimizer_step():
+    # Dynamo guards on the learning rate and traces the step again for each new value; the scalar stays a program
+    # parameter, so every trace finds the program the first one compiled. The parameters match CPU's AdamW.
+    cpu, tpu = mlp(), mlp().to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    opts = {m: torch.optim.AdamW(m.parameters(), lr=1e-3, capturable=m is tpu) for m in (cpu, tpu)}
+    step = torch.compile(opts[tpu].step, backend="tpu")
+    gen = torch.Generator().manual_seed(0)
+    for i in range(5):
+        if i == 2:
+            torch_pjrt.synchronize()
+            torch_pjrt.reset_metrics()
+        x = torch.randn(8, 16, generator=gen)
+        for m, run in ((cpu, opts[cpu].step), (tpu, step)):
+            for g in opts[m].param_groups:
+                g["lr"] = 1e-3 * (i + 1)
+            m(x.to(next(m.parameters()).device)).square().sum().backward()
+            run()
+            opts[m].zero_grad()
+    torch_pjrt.synchronize()
+    assert torch_pjrt.metrics()["compiles_by_name"].get("fused_region", 0) == 0
+    for p, q in zip(tpu.parameters(), cpu.parameters(), strict=True):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)
+
+
 def test_debug_callback_receives_forward_and_backward_stablehlo():
     seen = {}
     compiled = torch.compile(
