@@ -70,7 +70,12 @@ void Executor::enqueued(const runtime::BufferPtr& output, const char* op) {
 
 void Executor::retire(const runtime::BufferPtr& output, std::vector<runtime::BufferPtr> donated) {
   if (donated.empty()) return;
-  runtime::Event done = output->ready_event();
+  runtime::Event done;
+  try {
+    done = output->ready_event();
+  } catch (const runtime::Error&) {
+    return;  // no event to wait for: the buffers are destroyed here, waiting for their program
+  }
   {
     std::lock_guard<std::mutex> g(mu_);
     retired_.emplace_back(std::move(done), std::move(donated));
