@@ -109,7 +109,7 @@ class Event {
 
  private:
   std::shared_ptr<Plugin> plugin_;
-  PJRT_Event* event_;
+  PJRT_Event* event_ = nullptr;
 };
 
 // Bytes of the live device buffers of each device (every Buffer counts its

@@ -29,6 +29,20 @@ TEST(Runtime, AddsOnDevice) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], a[i] + c[i]);
 }
 
+// A default Event is complete and owns nothing; one moved into it is
+// destroyed once, by its last owner.
+TEST(Runtime, DefaultEventIsCompleteAndTakesAMovedEvent) {
+  runtime::Event none;
+  EXPECT_TRUE(none.is_ready());
+  EXPECT_NO_THROW(none.wait());
+  float a[2] = {1, 2};
+  auto buffer = client().from_host(a, runtime::ElementType::F32, {2}, 0);
+  runtime::Event held;
+  held = buffer->ready_event();
+  held.wait();
+  EXPECT_TRUE(held.is_ready());
+}
+
 TEST(Runtime, SerializedExecutableLoadsBackAndRuns) {
   hlo::Builder b;
   auto x = b.parameter({DType::F32, {4}});
