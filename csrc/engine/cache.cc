@@ -37,8 +37,9 @@ struct ViewWords {
 constexpr int64_t kBucketedAccess = 64;
 
 template <typename Numbering>
-void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const std::string& op, ViewWords* vw,
-              bool static_values, bool target) {
+void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, const OpCall& call, ViewWords* vw,
+              bool target) {
+  const std::string& op = call.op->name;
   const size_t ref = vw ? vw->ref++ : 0;
   if (!r.slot) {
     w.push_back(-1);
@@ -49,13 +50,7 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
   if (!v.in_bounds(numel))
     throw lowering::LoweringError(op + ": a view reaches outside its storage (offset " + std::to_string(v.offset) +
                                   ", storage of " + std::to_string(numel) + " elements)");
-  const size_t before = slots.count();
-  const int index = slots.index_of(r.slot);
-  // A storage first referenced by a write of all of it was made by the
-  // sequence; a static_values call reaches its later views at fixed offsets
-  // (ProgramBuilder::add decides the same).
-  if (static_cast<size_t>(index) == before) slots.born[index] = target && access_of(v, numel) == Access::Whole;
-  const bool fixed = static_values && static_cast<size_t>(index) < before && slots.born[index];
+  const auto [index, fixed] = number_ref(slots, call, r, target);
   w.push_back(index);
   w.push_back(static_cast<int64_t>(v.dtype));
   if (vw && vw->shapes) {
@@ -86,21 +81,19 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
 
 template <typename Numbering>
 void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, ViewWords* vw = nullptr) {
-  const std::string& op = call.op->name;
-  const bool fixed = call.static_values;
   w.insert(w.end(), call.op->name_words.begin(), call.op->name_words.end());
   w.push_back(call.device);
-  w.push_back(fixed);
+  w.push_back(call.static_values);
   for (const CallArg& a : call.args) {
     w.push_back(static_cast<int64_t>(a.kind));
     switch (a.kind) {
       case CallArg::Kind::Tensor:
-        push_ref(w, a.tensor, slots, op, vw, fixed, false);
+        push_ref(w, a.tensor, slots, call, vw, false);
         break;
       case CallArg::Kind::TensorList:
         w.push_back(static_cast<int64_t>(a.list.size()));
         w.insert(w.end(), a.present.begin(), a.present.end());
-        for (const auto& t : a.list) push_ref(w, t, slots, op, vw, fixed, false);
+        for (const auto& t : a.list) push_ref(w, t, slots, call, vw, false);
         break;
       case CallArg::Kind::Scalar:
         w.push_back(static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor);
@@ -125,7 +118,7 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, Vi
   w.push_back(static_cast<int64_t>(call.targets.size()));
   for (const auto& t : call.targets) {
     if (t.slot)
-      push_ref(w, t, slots, op, vw, fixed, true);
+      push_ref(w, t, slots, call, vw, true);
     else
       w.push_back(-1);  // a fresh result (for_each_ref does not count it)
   }

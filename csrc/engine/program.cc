@@ -128,14 +128,6 @@ int SlotNumbering::index_of(Slot* slot) {
   return static_cast<int>(slots_.size() - 1);
 }
 
-std::pair<int, bool> ProgramBuilder::number(const OpCall& call, const TensorRef& r, bool target) {
-  const size_t before = numbering_.count();
-  const int s = numbering_.index_of(r.slot);
-  if (static_cast<size_t>(s) == before)
-    numbering_.born[s] = target && access_of(r.view, storage_numel(r)) == Access::Whole;
-  return {s, call.static_values && static_cast<size_t>(s) < before && numbering_.born[s]};
-}
-
 ProgramBuilder::SlotValue& ProgramBuilder::slot_value(const TensorRef& r, int s, std::string_view op) {
   if (s >= static_cast<int>(values_.size())) {
     values_.resize(s + 1);
@@ -179,7 +171,7 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
   // Read the argument views (a slot's flat value becomes a parameter the first
   // time the sequence reads it before writing all of it).
   auto read = [&](const TensorRef& r) {
-    const auto [s, fixed] = number(call, r, false);
+    const auto [s, fixed] = number_ref(numbering_, call, r, false);
     SlotValue& v = slot_value(r, s, op);
     const int32_t ref = refs_;
     const BucketedRef* bucketed = bucketed_ref(ref);
@@ -273,7 +265,7 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
     const TensorRef& target = call.targets[k];
     const ViewSpec& view = target.view;
     if (view.numel() == 0 && v.type.numel() == 0) {
-      number(call, target, true);  // numbered as make_key numbers it
+      number_ref(numbering_, call, target, true);  // numbered as make_key numbers it
       offset_param(target, Access::Empty);
       continue;
     }
@@ -286,7 +278,7 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
       // A fused region's fresh result: its new storage holds the value
       // compacted at its true sizes (the first half of its view's shape).
       const int32_t ref = refs_;
-      const int s = number(call, target, true).first;
+      const int s = number_ref(numbering_, call, target, true).first;
       SlotValue& sv = slot_value(target, s, op);
       offset_param(target, Access::Whole);
       const int64_t rank = static_cast<int64_t>(view.sizes.size());
@@ -304,7 +296,7 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
       throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
                           " doesn't match the broadcast shape " + hlo::dims_str(v.dims()));
     const int32_t ref = refs_;
-    const auto [s, fixed] = number(call, target, true);
+    const auto [s, fixed] = number_ref(numbering_, call, target, true);
     SlotValue& sv = slot_value(target, s, op);
     Access access = bucketed ? Access::Gather : access_of(view, sv.numel);
     Value offset = offset_param(target, access, fixed);

@@ -91,13 +91,31 @@ class SlotNumbering {
   const std::vector<Slot*>& slots() const { return slots_; }
   void clear() { slots_.clear(), born.clear(); }
   size_t count() const { return slots_.size(); }
-  // Per slot: its first reference wrote all of it (the sequence made its
-  // value). Kept by the key builder (cache.cc).
+  // Per slot: a static_values call's first reference wrote all of it (the
+  // sequence made its value); see number_ref.
   std::vector<uint8_t> born;
 
  private:
   std::vector<Slot*> slots_;
 };
+
+// Numbers `r`'s slot in `numbering` (a SlotNumbering, or a fused Region),
+// as a `target` of `call` or an argument. Returns its number and whether
+// `call` reaches it at a fixed offset: a static_values call's view of a
+// storage the sequence made (its first reference, by a static_values call,
+// wrote all of it). Program keys (cache.cc) and ProgramBuilder decide it
+// here alike.
+template <typename Numbering>
+std::pair<int, bool> number_ref(Numbering& numbering, const OpCall& call, const TensorRef& r, bool target) {
+  const size_t before = numbering.count();
+  const int s = numbering.index_of(r.slot);
+  if (!call.static_values) return {s, false};
+  if (static_cast<size_t>(s) == before) {
+    numbering.born[s] = target && access_of(r.view, storage_numel(r)) == Access::Whole;
+    return {s, false};
+  }
+  return {s, numbering.born[s] != 0};
+}
 
 class ProgramBuilder {
  public:
@@ -130,10 +148,6 @@ class ProgramBuilder {
     bool has_fitted = false;
   };
   SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
-  // Numbers `r`'s slot (a `target` of `call` or an argument); true when
-  // `call` reaches it at a fixed offset (static_values, and the sequence
-  // made the storage: its first reference wrote all of it).
-  std::pair<int, bool> number(const OpCall& call, const TensorRef& r, bool target);
   // Makes slot `s`'s flat value a parameter (its first read in the program).
   void read_slot(SlotValue& v, DType dtype, int s);
   // The i64 offset of reference `r` read or written by `access`: a
