@@ -876,7 +876,7 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
 
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (capturing_ && std::this_thread::get_id() != capture_thread_) capture_ok_ = false;
-  // A graph with no symbolic sizes fixes its scalars and offsets (call.h).
+  // A graph with no symbolic sizes fixes the offsets of its own storages (call.h).
   joined.static_values = capturing_ && capture_ok_ && !capture_dynamic_;
   if (!region_.empty() && region_.device != call.device) flush(FlushReason::Device);
   bool other_dtype = false;

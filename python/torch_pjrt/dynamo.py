@@ -184,7 +184,7 @@ def _graph_runner(
             )
     dynamic, symbolic_inputs = _symbolic_dims(gm)
     reported = [debug_callback is None]
-    replays: dict[tuple, _Replay | None] = {}  # by input layout; None: this layout cannot be replayed
+    replays: dict[bytes, _Replay | None] = {}  # by input layout; None: this layout cannot be replayed
 
     def run(args):
         layout = _layout(args) if not missing else None
