@@ -93,7 +93,8 @@ def main() -> None:
     elif "jax" in modes:
         import jax_gpt
 
-        jax_gpt.use_plugin(torch_pjrt.platform()["plugin_path"])
+        info = torch_pjrt.platform()
+        jax_gpt.use_plugin(info["plugin_path"], len(info["devices"]) if info["platform"] == "cpu" else None)
 
     results = {}
     for workload in args.only:

@@ -23,11 +23,15 @@ import torch
 PLUGIN = "torch_pjrt_plugin"
 
 
-def use_plugin(path: str) -> None:
-    """Registers the PJRT plugin at `path` as JAX backend PLUGIN, next to jaxlib's "cpu". Call before JAX starts."""
+def use_plugin(path: str, cpu_devices: int | None = None) -> None:
+    """Registers the PJRT plugin at `path` as JAX backend PLUGIN, next to jaxlib's "cpu". Call before JAX starts.
+
+    cpu_devices: the CPU plugin's device count (pass torch_pjrt's, so that both clients size their thread pools alike).
+    """
     from jax._src import xla_bridge
 
-    xla_bridge.register_plugin(PLUGIN, library_path=path)
+    options = {"cpu_device_count": cpu_devices} if cpu_devices else None
+    xla_bridge.register_plugin(PLUGIN, library_path=path, options=options)
     jax.config.update("jax_platforms", f"{PLUGIN},cpu")
 
 

@@ -1,7 +1,9 @@
 #include "engine/cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "engine/region.h"
 
@@ -153,6 +155,24 @@ std::string ProgramKey::hex() const {
   return s;
 }
 
+std::string compiler_flags() {
+  std::string out;
+  for (const char* var : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
+    const char* v = std::getenv(var);
+    if (!v) continue;
+    std::vector<std::string> flags;
+    std::istringstream in(v);
+    for (std::string f; in >> f;)
+      if (f.rfind("--xla_dump", 0) != 0) flags.push_back(f);
+    if (flags.empty()) continue;
+    std::sort(flags.begin(), flags.end());
+    out += var;
+    for (const auto& f : flags) out += " " + f;
+    out += ";";
+  }
+  return out;
+}
+
 int64_t plugin_identity(const runtime::Client& client) {
   std::vector<int64_t> w;
   push_string(w, client.platform_name());
@@ -161,6 +181,7 @@ int64_t plugin_identity(const runtime::Client& client) {
   // Compile options differ between devices only by the device id, which
   // each call's words hold.
   push_string(w, runtime::compile_options_proto(0));
+  push_string(w, compiler_flags());
   return static_cast<int64_t>(fnv(w));
 }
 

@@ -49,9 +49,16 @@ struct ProgramKey {
 };
 
 // What identifies the plugin and how it compiles: its platform, platform
-// version, C API version and compile options, hashed into the one word that
-// begins every key (the same in every process).
+// version, C API version, compile options and compiler flags
+// (compiler_flags()), hashed into the one word that begins every key (the
+// same in every process).
 int64_t plugin_identity(const runtime::Client& client);
+
+// The flags the plugin's compiler reads from the environment and that can
+// change what it builds: XLA_FLAGS and LIBTPU_INIT_ARGS, each split at
+// whitespace and sorted, without XLA's --xla_dump* flags (they only write
+// files). "" when neither is set.
+std::string compiler_flags();
 
 // FNV-1a over key words, continued from `h` (kFnvBasis to start): keys are
 // hashed incrementally as a fused region grows.

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "pjrt_c_api.h"
@@ -92,7 +93,13 @@ std::string compile_options_proto(int device_id) {
 // ---------------------------------------------------------------- Plugin
 
 std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+  // XLA's plugins log at INFO on stderr (the CPU plugin: each client option
+  // it takes) and read their level once, as they load. Unless the user chose
+  // a level, load them at WARNING.
+  const bool quiet = !std::getenv("TF_CPP_MIN_LOG_LEVEL");
+  if (quiet) setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (quiet) unsetenv("TF_CPP_MIN_LOG_LEVEL");
   if (!handle) throw Error(-1, "cannot load PJRT plugin '" + path + "': " + dlerror());
   using GetApi = const PJRT_Api* (*)();
   auto get = reinterpret_cast<GetApi>(dlsym(handle, "GetPjrtApi"));
@@ -405,9 +412,32 @@ void Executable::execute(const std::vector<PJRT_Buffer*>& args, const std::vecto
 
 // ---------------------------------------------------------------- Client
 
-Client::Client(std::shared_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
+Client::Client(std::shared_ptr<Plugin> plugin, int cpu_devices) : plugin_(std::move(plugin)) {
+  create(0);
+  if (cpu_devices > 0 && platform_name_ == "cpu" && device_count() != cpu_devices) {
+    auto destroy = args_of<PJRT_Client_Destroy_Args>();
+    destroy.client = client_;
+    plugin_->api()->PJRT_Client_Destroy(&destroy);
+    client_ = nullptr;
+    create(cpu_devices);
+  }
+}
+
+void Client::create(int cpu_devices) {
   const PJRT_Api* api = plugin_->api();
   auto create = args_of<PJRT_Client_Create_Args>();
+  static const char kDeviceCount[] = "cpu_device_count";
+  PJRT_NamedValue device_count{};
+  if (cpu_devices > 0) {
+    device_count.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    device_count.name = kDeviceCount;
+    device_count.name_size = sizeof(kDeviceCount) - 1;
+    device_count.type = PJRT_NamedValue_kInt64;
+    device_count.int64_value = cpu_devices;
+    device_count.value_size = 1;
+    create.create_options = &device_count;
+    create.num_options = 1;
+  }
   check(api, api->PJRT_Client_Create(&create), "PJRT_Client_Create");
   client_ = create.client;
 

@@ -228,7 +228,12 @@ class Executable {
 // One PJRT client and its addressable devices. Owns the PJRT_Client.
 class Client {
  public:
-  explicit Client(std::shared_ptr<Plugin> plugin);
+  // `cpu_devices`: on a plugin whose platform is "cpu", the number of devices
+  // to create (0 keeps the plugin's default, which is 4 for XLA's CPU
+  // plugin). XLA's CPU client sizes its compute thread pool at
+  // max(cores, devices), so more devices than cores oversubscribe the cores.
+  // Ignored on other platforms.
+  explicit Client(std::shared_ptr<Plugin> plugin, int cpu_devices = 0);
   ~Client();
   Client(const Client&) = delete;
 
@@ -282,6 +287,9 @@ class Client {
   std::unique_ptr<Executable> wrap(PJRT_LoadedExecutable* loaded, int device) const;
   // The serialised compile options for one replica on `device`.
   std::string options_for(int device) const;
+  // PJRT_Client_Create, with the CPU plugin's "cpu_device_count" option
+  // when cpu_devices > 0; fills client_, devices_ and the platform names.
+  void create(int cpu_devices);
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;

@@ -222,6 +222,27 @@ TEST(ProgramKey, DependsOnStructureNotOnRuntimeValues) {
   EXPECT_NE(e.key_of(whole).hex(), k);
 }
 
+TEST(ProgramKey, CompilerFlagsArePartOfThePluginIdentity) {
+  const char* saved = std::getenv("XLA_FLAGS");
+  std::string restore = saved ? saved : "";
+  unsetenv("LIBTPU_INIT_ARGS");
+  unsetenv("XLA_FLAGS");
+  EXPECT_EQ(engine::compiler_flags(), "");
+  int64_t plain = engine::plugin_identity(testing::client());
+  setenv("XLA_FLAGS", "--xla_dump_to=/tmp/d --xla_cpu_enable_fast_math=true  --xla_backend_optimization_level=1", 1);
+  EXPECT_EQ(engine::compiler_flags(), "XLA_FLAGS --xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=true;");
+  int64_t fast = engine::plugin_identity(testing::client());
+  setenv("XLA_FLAGS", "--xla_backend_optimization_level=1 --xla_cpu_enable_fast_math=true", 1);
+  EXPECT_EQ(engine::plugin_identity(testing::client()), fast);  // order and dump flags do not matter
+  setenv("XLA_FLAGS", "--xla_dump_to=/tmp/d", 1);
+  EXPECT_EQ(engine::plugin_identity(testing::client()), plain);
+  EXPECT_NE(fast, plain);
+  if (saved)
+    setenv("XLA_FLAGS", restore.c_str(), 1);
+  else
+    unsetenv("XLA_FLAGS");
+}
+
 TEST(ProgramKey, RefusesViewsOutsideTheirStorage) {
   auto& e = eng();
   Slot a(0, 16);

@@ -76,6 +76,14 @@ TEST(Runtime, OffersSeveralDevicesAndRunsOnEach) {
   EXPECT_EQ(out[2], 25);
 }
 
+TEST(Runtime, CpuDeviceCountIsAClientOption) {
+  runtime::Client two(runtime::Plugin::load(TORCH_PJRT_TEST_PLUGIN), 2);
+  EXPECT_EQ(two.device_count(), 2);
+  runtime::Client one(runtime::Plugin::load(TORCH_PJRT_TEST_PLUGIN), 1);
+  EXPECT_EQ(one.device_count(), 1);
+  EXPECT_EQ(client().device_count(), 4);  // 0: the plugin's default
+}
+
 TEST(Runtime, ZeroElementResultCopiesNothing) {
   hlo::Builder b;
   auto x = b.parameter({DType::F32, {0, 3}});

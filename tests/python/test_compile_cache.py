@@ -92,6 +92,21 @@ def test_second_process_of_the_compiled_gpt_step_compiles_nothing(tmp_path):
     assert_correct(second)
 
 
+def test_other_compiler_flags_compile_again(tmp_path):
+    # XLA reads XLA_FLAGS as it compiles: a program built under other flags may compute differently (fast math), so
+    # the flags are part of every key, as in JAX's cache key.
+    env = env_for(tmp_path / "cache")
+    env.pop("XLA_FLAGS", None)
+    first, _ = run_worker(env)
+    assert first["compiles"] > 0
+    env["XLA_FLAGS"] = "--xla_cpu_enable_fast_math=false"
+    flagged, _ = run_worker(env)
+    assert flagged["compiles"] == first["compiles"] and flagged["disk"]["host_hits"] == 0
+    again, _ = run_worker(env)
+    assert again["compiles"] == 0 and again["disk"]["host_hits"] == first["compiles"]
+    assert_correct(again)
+
+
 def test_four_processes_share_one_empty_directory(tmp_path):
     solo, _ = run_worker(env_for(tmp_path / "solo"))
     env = env_for(tmp_path / "cache")
