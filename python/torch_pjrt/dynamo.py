@@ -68,19 +68,31 @@ def _layout(args) -> bytes | None:
     return _C._layout_key(args)
 
 
+def _has_symbolic_size(val) -> bool:
+    if isinstance(val, torch.Tensor):
+        return any(isinstance(size, torch.SymInt) for size in val.shape)
+    if isinstance(val, (list, tuple)):
+        return any(_has_symbolic_size(v) for v in val)
+    return False
+
+
 def _symbolic_dims(gm: torch.fx.GraphModule) -> tuple[bool, list[tuple[int, list[int]]]]:
-    """Whether the graph has symbolic sizes, and per tensor input with some: (input index, its symbolic dims)."""
-    dynamic, dims = False, []
+    """Whether some value of the graph has a symbolic size, and per tensor input with some: (input index, its symbolic
+    dims).
+
+    Only sizes count. Automatic dynamic also makes strides symbolic (an input that was a strided view in one call and
+    contiguous in the next), and passes their values as SymInt inputs; with every size static the graph is static: the
+    layout key holds the strides and those values, so each layout replays its own capture of fixed-size programs.
+    """
+    dims = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, node in enumerate(placeholders):
         val = node.meta.get("val")
-        if isinstance(val, torch.SymInt):
-            dynamic = True
-        elif isinstance(val, torch.Tensor):
+        if isinstance(val, torch.Tensor):
             symbolic = [d for d, size in enumerate(val.shape) if isinstance(size, torch.SymInt)]
             if symbolic:
-                dynamic = True
                 dims.append((i, symbolic))
+    dynamic = bool(dims) or any(_has_symbolic_size(n.meta.get("val")) for n in gm.graph.nodes)
     return dynamic, dims
 
 

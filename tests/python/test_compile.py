@@ -7,6 +7,7 @@ compiles nothing is in test_compile_cache.py.
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import warnings
@@ -463,6 +464,39 @@ def test_a_new_input_layout_or_storage_sharing_captures_again():
     ta = x.to("tpu")
     torch.testing.assert_close(compiled(ta, ta).cpu(), f(x, x))
     assert torch_pjrt.metrics()["graph_replays"] == 1
+
+
+def test_a_stride_made_symbolic_by_automatic_dynamic_keeps_fixed_size_programs():
+    # examples/train_gpt.py's GPT called on contiguous uploads and then on row slices of one upload (stride 17):
+    # automatic dynamic recompiles with a symbolic stride and every size static. The graph is static: fixed-size
+    # programs, no bucket and no masking (before, its calls joined bucketed, 36 of them padded).
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    import train_gpt
+
+    def gpt():
+        torch.manual_seed(0)
+        return train_gpt.GPT(vocab=64, dim=32, layers=1, block=16)
+
+    cpu, exact, tpu = gpt(), gpt().double(), gpt().to("tpu")
+    compiled = torch.compile(tpu, backend="tpu")
+    x, y = train_gpt.batch(torch.Generator().manual_seed(0), 4, 16, 64)
+    compiled(x.contiguous().to("tpu"), y.contiguous().to("tpu"))
+    seq = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(1))
+    for _ in range(3):
+        torch_pjrt.reset_metrics()
+        on_tpu = seq.to("tpu")
+        tpu.zero_grad(set_to_none=True)
+        _, loss = compiled(on_tpu[:, :-1], on_tpu[:, 1:])
+        loss.backward()
+        torch_pjrt.synchronize()
+        m = torch_pjrt.metrics()
+        assert m["bucket_hits"] == 0 and m["padded_elements"] == 0, m
+    assert m["graph_replays"] == 2 and m["compiles"] == 0
+    _, ref = exact(seq[:, :-1], seq[:, 1:])
+    ref.backward()
+    cpu(seq[:, :-1], seq[:, 1:])[1].backward()
+    assert abs(loss.item() - ref.item()) <= 1e-5 * abs(ref.item())
+    assert_accumulated_grads_near_float64(tpu, cpu, exact, passes=1)
 
 
 def test_a_graph_with_random_ops_draws_new_numbers_each_call():
