@@ -9,6 +9,16 @@ modes run on the tpu device under ``torch_pjrt.eager_mode(mode)``. Each
 workload starts with the shape history of a fresh process
 (``torch_pjrt._C._forget_shapes()``), as if it ran alone.
 
+The timed steps make no host tensors: each trainer's first --batches batches
+are made once (with its own seeded generator, so every mode sees the same
+data) and then cycled, as a DataLoader's workers would hand them over. A
+parallel torch CPU op makes torch's OpenMP pool spin for milliseconds after it
+(about 7 ms per op on a 2-core AMD EPYC), and on the CPU plugin that spin takes
+a core from the device; --data-in-step makes the batches inside the timed
+steps instead, as the examples' trainers do. Each timed block also starts
+--settle seconds after the previous one, so no mode runs while the threads
+of the mode before it still spin.
+
 Each (workload, mode) gets its own trainer (same seed) and untimed warm-up
 first, where the compiles happen: blocks of --warmup steps (on tpu at least
 two, and more while a block compiled, up to --warmup-blocks). Then --repeats
@@ -40,6 +50,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -88,10 +99,38 @@ def gpt_trainer(
     return step
 
 
-def make_step(workload: str, device: str):
+class PremadeBatches:
+    """Stands in for an example's ``batch(gen, *sizes)``: each generator's first `count` batches are made once, then
+    cycled. Trainers of one workload seed their generators alike, so the first one to ask makes the batches that
+    every mode then trains on."""
+
+    def __init__(self, make, count: int):
+        self.make, self.count = make, count
+        self.made: dict[tuple, object] = {}
+        self.calls: collections.Counter = collections.Counter()
+
+    def __call__(self, gen, *sizes):
+        i = self.calls[id(gen)] % self.count
+        self.calls[id(gen)] += 1
+        if (sizes, i) not in self.made:
+            self.made[(sizes, i)] = self.make(gen, *sizes)
+        return self.made[(sizes, i)]
+
+
+def premade_batches(module, count: int) -> None:
+    """Makes `module`'s trainers cycle premade batches (idempotent)."""
+    if not isinstance(module.batch, PremadeBatches):
+        module.batch = PremadeBatches(module.batch, count)
+
+
+def make_step(workload: str, device: str, batches: int = 0):
+    """step() of `workload` on `device`; with batches > 0 its trainer cycles that many premade batches."""
+    module = importlib.import_module("train_gpt" if workload in GPTS else workload)
+    if batches:
+        premade_batches(module, batches)
     if workload in GPTS:
         return gpt_trainer(device, *GPTS[workload])
-    return importlib.import_module(workload).make_trainer(device)[1]
+    return module.make_trainer(device)[1]
 
 
 def workload_modes(workload: str) -> list[str]:
@@ -178,7 +217,7 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
     for mode in modes:
         try:
             with in_mode(mode):
-                step = make_step(workload, "cpu" if mode == "cpu" else "tpu")
+                step = make_step(workload, "cpu" if mode == "cpu" else "tpu", 0 if args.data_in_step else args.batches)
             if not warm_up(step, mode, args):
                 notes.append(f"{workload} {mode}: still compiling after {args.warmup_blocks} warm-up blocks")
             steppers[mode] = step
@@ -193,6 +232,7 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
     mets = {mode: [] for mode in steppers}
     for _ in range(args.repeats):  # interleave the modes so machine noise hits them alike
         for mode in list(steppers):
+            time.sleep(args.settle)
             try:
                 seconds, met = timed_block(steppers[mode], args.steps, mode)
             except NotImplementedError:
@@ -241,6 +281,9 @@ def main() -> None:
     p.add_argument(
         "--warmup-blocks", type=int, default=3, help="at most this many warm-up blocks, more while they compile"
     )
+    p.add_argument("--batches", type=int, default=8, help="premade batches each trainer cycles")
+    p.add_argument("--data-in-step", action="store_true", help="make each batch inside the timed step instead")
+    p.add_argument("--settle", type=float, default=0.05, help="seconds between timed blocks")
     p.add_argument("--cpu-threads", type=int, default=None, help="torch CPU threads (default: torch's own)")
     args = p.parse_args()
     faulthandler.enable()  # a crash in the backend still says which workload and mode
@@ -251,7 +294,8 @@ def main() -> None:
     unavailable = {m: why for m in modes if (why := mode_available(m)) is not None}
     print(
         f"platform {torch_pjrt.platform()['platform']}, torch threads {torch.get_num_threads()},"
-        f" {args.repeats} timed blocks of {args.steps} steps after warm-up blocks of {args.warmup};"
+        f" {args.repeats} timed blocks of {args.steps} steps after warm-up blocks of {args.warmup},"
+        f" {'batches made in each step' if args.data_in_step else f'{args.batches} premade batches cycled'};"
         " steps/s median [min-max]"
     )
     for m, why in unavailable.items():

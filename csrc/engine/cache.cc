@@ -98,7 +98,12 @@ void push_call(std::vector<int64_t>& w, const OpCall& call, Numbering& slots, Vi
         for (const auto& t : a.list) push_ref(w, t, slots, call, vw, false);
         break;
       case CallArg::Kind::Scalar:
-        w.push_back(static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor);
+        w.push_back((static_cast<int64_t>(a.scalar_dtype) * 2 + a.host_tensor) * 2 + a.fixed);
+        if (a.fixed) {
+          int64_t bytes;
+          std::memcpy(&bytes, a.scalar_bytes, 8);
+          w.push_back(bytes);
+        }
         break;
       case CallArg::Kind::Int:
       case CallArg::Kind::Bool:

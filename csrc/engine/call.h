@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct CallArg {
   DType scalar_dtype = DType::F64;
   bool host_tensor = false;
   uint8_t scalar_bytes[8] = {};
+  // Scalar: a program constant, its bytes part of the key (lowering::Traits::fixes).
+  bool fixed = false;
   // Static values (part of the key).
   int64_t i = 0;
   std::vector<int64_t> ints;
@@ -50,6 +53,28 @@ struct CallArg {
   uint64_t rng[2] = {0, 0};
 };
 using TensorRef = CallArg::TensorRef;
+
+// A Python-number Scalar's real value (bool, int64 or double), or nullopt
+// for a complex number or a zero-dim host tensor.
+inline std::optional<double> real_scalar(const CallArg& a) {
+  if (a.kind != CallArg::Kind::Scalar || a.host_tensor) return std::nullopt;
+  switch (a.scalar_dtype) {
+    case DType::Bool:
+      return a.scalar_bytes[0] ? 1.0 : 0.0;
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, a.scalar_bytes, 8);
+      return static_cast<double>(v);
+    }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, a.scalar_bytes, 8);
+      return v;
+    }
+    default:
+      return std::nullopt;
+  }
+}
 
 // A registered op: its ATen name and lowering. Lives for the process.
 // A string as key words: its length, then its bytes 8 to a word.

@@ -208,6 +208,12 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
         break;
       }
       case CallArg::Kind::Scalar: {
+        if (a.fixed) {
+          Arg arg = Arg::scalar(b_.constant(*real_scalar(a), a.scalar_dtype));
+          arg.fixed = real_scalar(a);
+          args.push_back(arg);
+          break;
+        }
         Value p = b_.parameter(TensorType{a.scalar_dtype, {}});
         sig_.params.push_back({Signature::Param::Scalar, static_cast<int32_t>(i), calls_});
         args.push_back(a.host_tensor ? Arg::tensor(p) : Arg::scalar(p));

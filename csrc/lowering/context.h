@@ -8,6 +8,7 @@
 // conversion go through the helpers here, which ask hlo/dtype.h.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,17 +30,19 @@ struct Arg {
   int64_t i = 0;              // Int, Bool, DType (as hlo::DType)
   std::vector<int64_t> ints;  // Ints
   std::string s;              // String
+  // Scalar: its value, when the program holds it as a constant (Traits::fixes).
+  std::optional<double> fixed;
 
   static Arg none() { return Arg{}; }
-  static Arg tensor(Value v) { return Arg{Kind::Tensor, v, {}, 0, {}, {}}; }
-  static Arg scalar(Value v) { return Arg{Kind::Scalar, v, {}, 0, {}, {}}; }
-  static Arg integer(int64_t i) { return Arg{Kind::Int, {}, {}, i, {}, {}}; }
-  static Arg integers(std::vector<int64_t> v) { return Arg{Kind::Ints, {}, {}, 0, std::move(v), {}}; }
-  static Arg boolean(bool b) { return Arg{Kind::Bool, {}, {}, b, {}, {}}; }
-  static Arg dtype(DType t) { return Arg{Kind::DType, {}, {}, static_cast<int64_t>(t), {}, {}}; }
-  static Arg string(std::string s) { return Arg{Kind::String, {}, {}, 0, {}, std::move(s)}; }
-  static Arg tensor_list(std::vector<Value> v) { return Arg{Kind::TensorList, {}, std::move(v), 0, {}, {}}; }
-  static Arg rng(Value state) { return Arg{Kind::Rng, state, {}, 0, {}, {}}; }
+  static Arg tensor(Value v) { return Arg{Kind::Tensor, v, {}, 0, {}, {}, {}}; }
+  static Arg scalar(Value v) { return Arg{Kind::Scalar, v, {}, 0, {}, {}, {}}; }
+  static Arg integer(int64_t i) { return Arg{Kind::Int, {}, {}, i, {}, {}, {}}; }
+  static Arg integers(std::vector<int64_t> v) { return Arg{Kind::Ints, {}, {}, 0, std::move(v), {}, {}}; }
+  static Arg boolean(bool b) { return Arg{Kind::Bool, {}, {}, b, {}, {}, {}}; }
+  static Arg dtype(DType t) { return Arg{Kind::DType, {}, {}, static_cast<int64_t>(t), {}, {}, {}}; }
+  static Arg string(std::string s) { return Arg{Kind::String, {}, {}, 0, {}, std::move(s), {}}; }
+  static Arg tensor_list(std::vector<Value> v) { return Arg{Kind::TensorList, {}, std::move(v), 0, {}, {}, {}}; }
+  static Arg rng(Value state) { return Arg{Kind::Rng, state, {}, 0, {}, {}, {}}; }
 };
 
 // The Python exception class an error becomes, chosen to match what CPU
@@ -106,6 +109,9 @@ class Context {
   bool flag_or(size_t i, bool fallback) const { return none(i) ? fallback : flag(i); }
   DType dtype(size_t i) const;
   const std::string& str(size_t i) const;
+  // A Scalar argument's value when it is a program constant (Traits::fixes),
+  // else nullopt (a runtime parameter).
+  std::optional<double> fixed_scalar(size_t i) const { return none(i) ? std::nullopt : args_[i].fixed; }
   Value rng(size_t i) const;
 
   // torch.result_type over the given arguments (tensors, zero-dim tensors and
@@ -210,7 +216,20 @@ struct Traits {
   // extent into a value (no mean's divisor, no iota mask, no flip) and
   // builds only ops that type dynamic dims.
   bool shape_generic = false;
+  // A Scalar argument (position `fixed_arg`) whose value picks another
+  // kernel on CPU (pow's exponents 2, 0.5, ...): when it equals one of
+  // `fixed_values` the program holds it as a constant and its value is part
+  // of the program key (a bounded set, so a changing value compiles at most
+  // one program per listed value, plus one for all others, which stay
+  // parameters).
+  int fixed_arg = -1;
+  std::vector<double> fixed_values;
 
+  Traits& fixes(int arg, std::vector<double> values) {
+    fixed_arg = arg;
+    fixed_values = std::move(values);
+    return *this;
+  }
   Traits& data_dependent(std::vector<int> results, int dim_arg = -1) {
     narrowed = std::move(results);
     narrow_dim_arg = dim_arg;

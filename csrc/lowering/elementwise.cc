@@ -198,12 +198,33 @@ V pow_tensor_tensor(Context& cx) {
 }
 V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 
-// pow(Tensor, Scalar) as ATen's CPU kernel computes it for float16/bfloat16:
-// the exponent is first rounded to that dtype, and bfloat16 squares, cubes
-// and inverse squares multiply step by step, rounding to bfloat16 after each
-// step (pow_tensor_scalar_optimized_kernel), while 0.5, -0.5 and -1 take
-// the sqrt, 1 / sqrt and reciprocal kernels; the exponent stays a runtime
-// value, so the special cases are selected at run time.
+// The exponents ATen's CPU pow(Tensor, Scalar) computes without pow: 1
+// copies, 2, 3 and -2 multiply (bfloat16 rounding the square first,
+// pow_tensor_scalar_optimized_kernel), 0.5, -0.5 and -1 take the sqrt,
+// 1 / sqrt and reciprocal kernels (float16 computes those two with pow). They are program constants (Traits::fixes)
+// for floating results: XLA's CPU backend computes power with a scalar libm
+// call per element, the others vectorised.
+const std::vector<double> kPowFixedExponents = {1, 2, 3, -2, 0.5, -0.5, -1};
+
+// x ** k in opmath dtype m for one of kPowFixedExponents, rounding squares to t.
+Value pow_fixed(hlo::Builder& b, Value x, double k, DType t) {
+  DType m = x.dtype();
+  auto one = [&] { return b.constant(1, m); };
+  auto square = [&] { return t == DType::BF16 ? b.convert(b.convert(b.mul(x, x), t), m) : b.mul(x, x); };
+  if (k == 1) return x;
+  if (k == 2) return b.mul(x, x);
+  if (k == 3) return b.mul(square(), x);
+  if (k == -2) return b.div(one(), square());
+  if (k == 0.5) return b.unary("stablehlo.sqrt", x);
+  if (k == -0.5) return b.div(one(), b.unary("stablehlo.sqrt", x));
+  return b.div(one(), x);  // -1
+}
+
+// pow(Tensor, Scalar) as ATen's CPU kernel computes it: for float16/bfloat16
+// the exponent is first rounded to that dtype and the math runs in float32.
+// An exponent of kPowFixedExponents arrives as a constant for floating
+// results; one that reaches the lowering as a parameter anyway (a bfloat16
+// call that XLA's power would round differently) is selected at run time.
 V pow_tensor_scalar(Context& cx) {
   DType t = cx.result_type({0, 1});
   if (!hlo::is_floating(t) && !hlo::is_complex(t) && cx.arg(1).kind == Arg::Kind::Scalar &&
@@ -213,22 +234,17 @@ V pow_tensor_scalar(Context& cx) {
              "Integers to negative integer powers are not allowed.", ErrorKind::Runtime);
   }
   DType m = hlo::opmath_type(t);
-  if (m == t || !hlo::is_floating(t)) return pow_tensor(cx);
+  std::optional<double> k = cx.fixed_scalar(1);
+  if (k && t == DType::F16 && (*k == 0.5 || *k == -0.5)) k.reset();  // float16 takes pow there (pow(-0., .5) is 0)
+  if (!hlo::is_floating(t) || (m == t && !k)) return pow_tensor(cx);
   auto& b = cx.b;
-  Value x = cx.as(0, m), e = b.convert(cx.as(1, t), m);
+  Value x = cx.as(0, m);
+  if (k) return {b.convert(pow_fixed(b, x, *k, t), t)};
+  Value e = b.convert(cx.as(1, t), m);
   Value r = b.binary("stablehlo.power", x, e);
-  if (t == DType::BF16) {
-    auto round = [&](Value v) { return b.convert(b.convert(v, t), m); };
-    auto when = [&](double k, Value v, Value other) {
-      return b.select(b.compare(e, b.constant(k, m), "EQ"), v, other);
-    };
-    Value one = b.constant(1, m), sq = round(b.mul(x, x));
-    r = when(3, b.mul(sq, x), r);
-    r = when(-2, b.div(one, sq), r);
-    r = when(0.5, b.unary("stablehlo.sqrt", x), r);  // sqrt/rsqrt/reciprocal kernels
-    r = when(-0.5, b.div(one, b.unary("stablehlo.sqrt", x)), r);
-    r = when(-1, b.div(one, x), r);
-  }
+  if (t == DType::BF16)
+    for (double s : {3.0, -2.0, 0.5, -0.5, -1.0})
+      r = b.select(b.compare(e, b.constant(s, m), "EQ"), pow_fixed(b, x, s, t), r);
   return {b.convert(r, t)};
 }
 
@@ -1160,7 +1176,7 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::fmod.Tensor", fmod_tensor, Traits().generic()},
       {"aten::fmod.Scalar", fmod_tensor, Traits().generic()},
       {"aten::pow.Tensor_Tensor", pow_tensor_tensor, Traits().generic()},
-      {"aten::pow.Tensor_Scalar", pow_tensor_scalar, Traits().generic()},
+      {"aten::pow.Tensor_Scalar", pow_tensor_scalar, Traits().generic().fixes(1, kPowFixedExponents)},
       {"aten::pow.Scalar", pow_scalar_base, Traits().generic()},
       {"aten::maximum", maximum, Traits().generic()},
       {"aten::minimum", minimum, Traits().generic()},

@@ -5,6 +5,7 @@
 // the engine and pushes the results.
 #include <ATen/MemoryOverlap.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 
@@ -285,6 +286,11 @@ class LoweredKernel final : public c10::OperatorKernel {
         }
         case ArgType::Scalar:
           set_scalar(a, v.toScalar());
+          if (static_cast<int>(i) == traits_.fixed_arg) {
+            std::optional<double> x = real_scalar(a);
+            const auto& fv = traits_.fixed_values;
+            a.fixed = x && std::find(fv.begin(), fv.end(), *x) != fv.end();
+          }
           break;
         case ArgType::Int:
           a.kind = Kind::Int;

@@ -90,6 +90,7 @@ class PooledCall {
       a.present.clear();
       a.scalar_dtype = hlo::DType::F64;
       a.host_tensor = false;
+      a.fixed = false;
       std::memset(a.scalar_bytes, 0, sizeof a.scalar_bytes);
       a.i = 0;
       a.ints.clear();

@@ -175,5 +175,46 @@ TEST(Elementwise, RefusesWhatPyTorchRefuses) {
             std::string::npos);
 }
 
+// pow(x, 2.0) with the exponent a program constant (Traits::fixes) squares;
+// with the exponent a parameter it stays stablehlo.power.
+TEST(Elementwise, PowOfAFixedSquareMultipliesGolden) {
+  auto fixed = lower("aten::pow.Tensor_Scalar", [](hlo::Builder& b) {
+    Arg x = Arg::tensor(b.parameter({DType::F32, {4}})), e = Arg::scalar(b.constant(2.0, DType::F64));
+    e.fixed = 2.0;
+    return std::vector<Arg>{x, e};
+  });
+  EXPECT_EQ(fixed.text,
+            "module @torch_pjrt {\n"
+            "  func.func public @main(%0: tensor<4xf32>) -> (tensor<4xf32>) {\n"
+            "    %1 = \"stablehlo.constant\"() {value = dense<2.00000000000000000e+00> : tensor<f64>} : () -> "
+            "tensor<f64>\n"
+            "    %2 = \"stablehlo.multiply\"(%0, %0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+            "    \"func.return\"(%2) : (tensor<4xf32>) -> ()\n"
+            "  }\n"
+            "}\n");
+  auto runtime = lower("aten::pow.Tensor_Scalar", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {4}})), Arg::scalar(b.parameter({DType::F64, {}}))};
+  });
+  EXPECT_NE(runtime.text.find("stablehlo.power"), std::string::npos);
+  EXPECT_EQ(fixed.text.find("stablehlo.power"), std::string::npos);
+}
+
+// Each fixed exponent computes what pow does, on the plugin.
+TEST(Elementwise, PowOfFixedExponentsMatchesStdPow) {
+  const std::vector<float> x = {0.25f, 1.5f, 2.0f, 3.0f, 10.0f};
+  for (double k : {1.0, 2.0, 3.0, -2.0, 0.5, -0.5, -1.0}) {
+    auto l = lower("aten::pow.Tensor_Scalar", [&](hlo::Builder& b) {
+      Arg x = Arg::tensor(b.parameter({DType::F32, {5}})), e = Arg::scalar(b.constant(k, DType::F64));
+      e.fixed = k;
+      return std::vector<Arg>{x, e};
+    });
+    auto y = testing::run<float, float>(l, {x}, DType::F32);
+    for (size_t i = 0; i < x.size(); ++i) {
+      double want = std::pow(static_cast<double>(x[i]), k);
+      EXPECT_NEAR(y[i], want, 2e-7 * want) << "k=" << k << " x=" << x[i];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace torch_pjrt

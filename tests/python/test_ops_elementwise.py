@@ -245,6 +245,39 @@ def test_integer_pow_and_overflow_wraps_like_cpu():
     compare(lambda x: x + 2_000_000_000, torch.tensor([2, -4, 500_000_000], dtype=torch.int32))
 
 
+# ATen's CPU pow computes these exponents with other kernels (copy, products, sqrt, reciprocal); the program holds
+# them as constants, every other exponent stays a runtime parameter.
+POW_FIXED_EXPONENTS = [1, 2, 3, -2, 0.5, -0.5, -1, 2.0, True]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=dname)
+def test_pow_of_fixed_exponents_matches_cpu_on_special_values(dtype):
+    x = torch.cat([torch.tensor([NAN, INF, -INF, -0.0, 0.0, -3.0, 1e-3]), torch.randn(64) * 4])
+    for e in POW_FIXED_EXPONENTS + [2.5, -3, 0]:
+        compare(lambda t, e=e: t.pow(e), x.to(dtype))
+        compare(lambda t, e=e: t.pow_(e), x.to(dtype))
+    check(
+        lambda t: (t.pow(2) + t.pow(3) + t.pow(0.5) + t.pow(-1)).sum(),
+        make((4, 3), torch.float32, "positive"),
+        grad=True,
+    )
+
+
+def test_pow_compiles_once_per_fixed_exponent_and_once_for_all_others():
+    x = make((8,), torch.float32, "positive").to(DEVICE)
+    x.pow(7.25).cpu()
+    torch_pjrt.reset_metrics()
+    for e in [1.5, 2.5, -3.0, 4.75]:  # runtime parameters: the program of 7.25 serves them all
+        x.pow(e).cpu()
+    assert torch_pjrt.metrics()["compiles"] == 0
+    for e in [2, 3, 0.5]:
+        x.pow(e).cpu()
+    assert torch_pjrt.metrics()["compiles"] == 3
+    x.pow(2).cpu(), x.pow(0.5).cpu()
+    assert torch_pjrt.metrics()["compiles"] == 3
+    assert "stablehlo.power" not in torch_pjrt.stablehlo(x.pow(2))
+
+
 # ----------------------------------------------------------------------------- scalar operands, type promotion
 
 SCALAR_OPS = {
