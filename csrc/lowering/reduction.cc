@@ -397,9 +397,17 @@ V logsumexp(Context& cx) {
 
 // ---- norms
 
-// The vector norm of x over dims in dtype `out`, with the order p a
-// runtime scalar (None means 2): inf -> max|x|, -inf -> min|x|, 0 -> count
-// of non-zeros, 1 -> sum|x|, 2 -> sqrt(sum x^2), else sum(|x|^p)^(1/p).
+// The orders ATen's vector norm kernels compute without pow (None means 2):
+// program constants (Traits::fixes), so a norm computes one reduction.
+const std::vector<double> kNormFixedOrders = {2, 1, 0, std::numeric_limits<double>::infinity(),
+                                              -std::numeric_limits<double>::infinity()};
+
+// The vector norm of x over dims in dtype `out`, with the order p (None
+// means 2): inf -> max|x|, -inf -> min|x|, 0 -> count of non-zeros,
+// 1 -> sum|x|, 2 -> sqrt(sum x^2), else sum(|x|^p)^(1/p). An order of
+// kNormFixedOrders arrives as a constant and builds its reduction alone;
+// any other order is a runtime scalar, and the result is selected by its
+// value.
 Value vector_norm(Context& cx, Value x, size_t p_arg, const Dims& dims, bool keepdim, DType out, const char* name) {
   if (hlo::is_complex(x.dtype())) {  // the norm of |x|, real (ATen's toRealValueType)
     x = abs_value(cx.b, cx.b.convert(x, hlo::is_complex(out) ? out : x.dtype()));
@@ -411,24 +419,23 @@ Value vector_norm(Context& cx, Value x, size_t p_arg, const Dims& dims, bool kee
   auto& b = cx.b;
   DType t = hlo::opmath_type(out);
   Value a = b.abs(b.convert(b.convert(x, out), t));
-  Value p = cx.none(p_arg) ? b.constant(2, t) : cx.as(p_arg, t);
-  Value zero = b.constant(0, t), one = b.constant(1, t);
-  Value inf = b.constant(std::numeric_limits<double>::infinity(), t);
-  auto add = [&](Value v) { return b.reduce(v, zero, dims, "stablehlo.add"); };
-  auto is = [&](Value v) { return b.compare(p, v, "EQ"); };
-
-  Value l1 = add(a);
-  Value l2 = b.sqrt(add(b.mul(a, a)));
-  Value l0 = add(b.convert(b.compare(a, zero, "NE"), t));
-  Value lmax = extremum(b, a, dims, true);
-  Value lmin = extremum(b, a, dims, false);
-  Value lp = b.binary("stablehlo.power", add(b.binary("stablehlo.power", a, p)), b.div(one, p));
-
-  Value r = b.select(is(one), l1, lp);
-  r = b.select(is(b.constant(2, t)), l2, r);
-  r = b.select(is(zero), l0, r);
-  r = b.select(is(inf), lmax, r);
-  r = b.select(is(b.neg(inf)), lmin, r);
+  const double inf = std::numeric_limits<double>::infinity();
+  auto add = [&](Value v) { return b.reduce(v, b.constant(0, t), dims, "stablehlo.add"); };
+  auto fixed = [&](double k) {
+    if (k == 1) return add(a);
+    if (k == 2) return b.sqrt(add(b.mul(a, a)));
+    if (k == 0) return add(b.convert(b.compare(a, b.constant(0, t), "NE"), t));
+    return extremum(b, a, dims, k == inf);  // +-inf
+  };
+  std::optional<double> k = cx.none(p_arg) ? std::optional<double>(2) : cx.fixed_scalar(p_arg);
+  Value r;
+  if (k) {
+    r = fixed(*k);
+  } else {
+    Value p = cx.as(p_arg, t);
+    r = b.binary("stablehlo.power", add(b.binary("stablehlo.power", a, p)), b.div(b.constant(1, t), p));
+    for (double v : kNormFixedOrders) r = b.select(b.compare(p, b.constant(v, t), "EQ"), fixed(v), r);
+  }
   return keep(b, b.convert(r, out), x.dims(), dims, keepdim);
 }
 
@@ -953,7 +960,7 @@ std::vector<Entry> reduction_lowerings() {
       {"aten::all.dim", all_dim, Traits().out_dtype_bool().generic()},
       {"aten::all.dims", all_dim, Traits().out_dtype_bool().generic()},
       {"aten::logsumexp", logsumexp},
-      {"aten::linalg_vector_norm", linalg_vector_norm},
+      {"aten::linalg_vector_norm", linalg_vector_norm, Traits().fixes(1, kNormFixedOrders)},
       {"aten::cumsum", cumsum, Traits().generic()},
       {"aten::cumprod", cumprod, Traits().generic()},
       {"aten::_cummax_helper", cummax_helper},
@@ -964,10 +971,10 @@ std::vector<Entry> reduction_lowerings() {
       {"aten::count_nonzero.dim_IntList", count_nonzero, Traits().out_dtype_same()},
       {"aten::aminmax", aminmax, Traits().out_dtype_same()},
       {"aten::trace", trace},
-      {"aten::norm.Scalar", norm_scalar},
-      {"aten::norm.ScalarOpt_dtype", norm_scalaropt_dtype},
-      {"aten::norm.ScalarOpt_dim", norm_scalaropt_dim},
-      {"aten::norm.ScalarOpt_dim_dtype", norm_scalaropt_dim_dtype},
+      {"aten::norm.Scalar", norm_scalar, Traits().fixes(1, kNormFixedOrders)},
+      {"aten::norm.ScalarOpt_dtype", norm_scalaropt_dtype, Traits().fixes(1, kNormFixedOrders)},
+      {"aten::norm.ScalarOpt_dim", norm_scalaropt_dim, Traits().fixes(1, kNormFixedOrders)},
+      {"aten::norm.ScalarOpt_dim_dtype", norm_scalaropt_dim_dtype, Traits().fixes(1, kNormFixedOrders)},
       {"aten::renorm", renorm},
       {"aten::segment_reduce", segment_reduce},
       {"aten::_segment_reduce_backward", segment_reduce_backward},

@@ -252,6 +252,20 @@ def test_reduction_special_values(name, dtype):
     compare(SPECIAL_OPS[name], special_matrix(dtype))
 
 
+def test_vector_norm_orders_with_kernels_of_their_own_are_constants():
+    x = make((4, 6), torch.float32).to(DEVICE)
+    with torch_pjrt.eager_mode("fused"):  # the pending program's text
+        for ord in (2, 1, 0, INF, -INF):  # one reduction each, no power
+            assert "stablehlo.power" not in torch_pjrt.stablehlo(torch.linalg.vector_norm(x, ord, dim=1))
+            torch_pjrt.synchronize()
+        assert "stablehlo.power" in torch_pjrt.stablehlo(torch.linalg.vector_norm(x, 3.0, dim=1))
+    torch_pjrt.synchronize()
+    torch.linalg.vector_norm(x, 3.0, dim=1).cpu()
+    torch_pjrt.reset_metrics()
+    torch.linalg.vector_norm(x, 4.5, dim=1).cpu()  # any other order is a runtime parameter
+    assert torch_pjrt.metrics()["compiles"] == 0
+
+
 def test_integer_extremes_and_ties():
     big = torch.tensor(
         [[torch.iinfo(torch.int64).min, 0, torch.iinfo(torch.int64).max, 5], [3, 3, -3, -3]], dtype=torch.int64
