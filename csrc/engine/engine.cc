@@ -659,8 +659,7 @@ CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& cal
     } else if (sink.kind == Signature::Output::SlotWrite) {
       slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
     } else {
-      const auto& c = messages[sink.index];
-      checks.push_back({s.outs[i], c.message, c.kind});
+      checks = pending_checks(s.outs[i], messages, [&](size_t k) { return messages[k].message; });
     }
   }
   s.taken.clear();  // the donated buffers' last references
@@ -1034,8 +1033,7 @@ void Engine::store_region_outputs(const Signature& sig, const std::vector<Slot*>
     if (sink.kind == Signature::Output::SlotWrite) {
       slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], writers[sink.index]});
     } else if (sink.kind == Signature::Output::Check) {
-      const auto& c = sig.checks[sink.index];
-      checks.push_back({s.outs[i], check_messages[sink.index], c.kind});
+      checks = pending_checks(s.outs[i], sig.checks, [&](size_t k) { return check_messages[k]; });
     }
   }
   s.release();

@@ -52,10 +52,18 @@ void Completion::then(std::function<void()> fn) {
   fn();
 }
 
+bool CheckFlags::failed(size_t i) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (buffer_) {
+    host_.assign(n_, 0);
+    runtime::BufferPtr b = std::move(buffer_);
+    b->to_host(host_.data(), n_);
+  }
+  return i < host_.size() && host_[i] != 0;
+}
+
 void raise_if_failed(const PendingCheck& c, const std::string& op) {
-  bool bad = false;
-  c.failed->to_host(&bad, 1);
-  if (bad) throw CheckError(op.empty() ? c.message : op + ": " + c.message, c.kind);
+  if (c.flags->failed(c.index)) throw CheckError(op.empty() ? c.message : op + ": " + c.message, c.kind);
 }
 
 void Executor::enqueued(const runtime::BufferPtr& output, const char* op) {

@@ -44,12 +44,37 @@ struct CheckError : std::runtime_error {
   lowering::ErrorKind kind;
 };
 
-// A runtime check whose result buffer has not been read yet.
+// The runtime checks of one program run: a pred[n] output, element i true
+// when check i found a bad input. Read from the device once, by the first
+// check that asks. Thread-safe.
+class CheckFlags {
+ public:
+  CheckFlags(runtime::BufferPtr flags, size_t n) : buffer_(std::move(flags)), n_(n) {}
+  // Whether check i failed; waits for the program the first time.
+  bool failed(size_t i);
+
+ private:
+  std::mutex mu_;
+  runtime::BufferPtr buffer_;  // released once read
+  size_t n_;
+  std::vector<uint8_t> host_;
+};
+
+// A runtime check whose result has not been read yet.
 struct PendingCheck {
-  runtime::BufferPtr failed;  // rank-0 i1, true when the input was bad
+  std::shared_ptr<CheckFlags> flags;
+  size_t index = 0;  // its element of flags
   std::string message;
   lowering::ErrorKind kind;
 };
+// One PendingCheck per message, all reading the program output `flags`.
+template <typename Checks, typename MessageOf>
+std::vector<PendingCheck> pending_checks(runtime::BufferPtr flags, const Checks& checks, MessageOf&& message_of) {
+  std::vector<PendingCheck> out;
+  auto shared = std::make_shared<CheckFlags>(std::move(flags), checks.size());
+  for (size_t i = 0; i < checks.size(); ++i) out.push_back({shared, i, message_of(i), checks[i].kind});
+  return out;
+}
 
 // Reads one check now (waiting for its program) and throws CheckError naming
 // `op` (when not empty) if it failed.

@@ -345,9 +345,11 @@ Program ProgramBuilder::finish(const std::vector<uint8_t>* dead) {
     sig_.outputs.push_back({Signature::Output::SlotWrite, static_cast<int32_t>(s)});
     outs.push_back(values_[s].flat);
   }
-  for (size_t i = 0; i < checks_.size(); ++i) {
-    sig_.outputs.push_back({Signature::Output::Check, static_cast<int32_t>(i)});
-    outs.push_back(checks_[i]);
+  if (!checks_.empty()) {  // one pred[n] output: read with one copy at a sync point
+    std::vector<Value> flags;
+    for (const Value& c : checks_) flags.push_back(b_.reshape(c, {1}));
+    sig_.outputs.push_back({Signature::Output::Check, 0});
+    outs.push_back(flags.size() == 1 ? flags[0] : b_.concatenate(flags, 0));
   }
   b_.set_results(outs);
   return Program{b_.module_text(), std::move(sig_)};
