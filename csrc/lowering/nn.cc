@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 
 #include "lowering/families.h"
 
@@ -95,11 +94,11 @@ void softmax_checks(Context& cx, const Value& in, int64_t dim_arg, bool half_to_
   floating_kernel(cx, in.dtype(), std::string(name) + (last ? "_lastdim_kernel_impl" : "_kernel_impl"));
 }
 
-// (log_)softmax of `in` over the dim at argument 1.
-Value softmax_of(Context& cx, Value in, bool half_to_float, bool log) {
+Value softmax_impl(Context& cx, bool log) {
   auto& b = cx.b;
-  softmax_checks(cx, in, cx.integer(1), half_to_float, log ? "log_softmax" : "softmax");
-  DType out = half_to_float ? DType::F32 : float_type(in.dtype());
+  Value in = cx.tensor(0);
+  softmax_checks(cx, in, cx.integer(1), cx.flag(2), log ? "log_softmax" : "softmax");
+  DType out = cx.flag(2) ? DType::F32 : float_type(in.dtype());  // half_to_float
   auto [x, d, orig] = softmax_input(cx, b.convert(in, hlo::opmath_type(float_type(in.dtype()))), cx.integer(1));
   Dims red{d};
   Value shifted = b.sub(x, unreduce(b, max_over(b, x, red), x.dims(), red));
@@ -108,24 +107,8 @@ Value softmax_of(Context& cx, Value in, bool half_to_float, bool log) {
   Value y = log ? b.sub(shifted, b.log(s)) : b.div(e, s);
   return b.convert(b.reshape(y, orig), out);
 }
-V softmax(Context& cx) { return {softmax_of(cx, cx.tensor(0), cx.flag(2), false)}; }
-V log_softmax(Context& cx) { return {softmax_of(cx, cx.tensor(0), cx.flag(2), true)}; }
-
-// aten::_safe_softmax(self, dim, dtype?): softmax (of self in dtype) whose
-// rows of only -inf are 0 instead of NaN, scaled_dot_product_attention's
-// fully masked rows. ATen's composite writes them with where.self_out.
-V safe_softmax(Context& cx) {
-  auto& b = cx.b;
-  Value in = cx.tensor(0);
-  Value y = softmax_of(cx, cx.none(2) ? in : b.convert(in, cx.dtype(2)), false, false);
-  if (y.type.numel() == 0) return {y};
-  const int64_t d = cx.dim(cx.integer(1), in.rank());
-  Value x = in.rank() == 0 ? b.reshape(in, {1}) : in;
-  Value neg_inf = b.constant(-std::numeric_limits<double>::infinity(), x.dtype());
-  Value all_masked = b.reduce(b.compare(x, neg_inf, "EQ"), b.constant(1, DType::Bool), {d}, "stablehlo.and");
-  Value rows = b.reshape(unreduce(b, all_masked, x.dims(), {d}), y.dims());
-  return {b.select(rows, b.full(0, y.type), y)};
-}
+V softmax(Context& cx) { return {softmax_impl(cx, false)}; }
+V log_softmax(Context& cx) { return {softmax_impl(cx, true)}; }
 
 // _softmax_backward_data(grad_output, output, dim, input_dtype):
 //   softmax:     y * (g - sum(g * y))
@@ -1396,7 +1379,6 @@ V rrelu_with_noise_backward(Context& cx) {
 std::vector<Entry> nn_lowerings() {
   return {
       {"aten::_softmax", softmax, Traits().out_dtype_same().generic()},
-      {"aten::_safe_softmax", safe_softmax},
       {"aten::_log_softmax", log_softmax, Traits().out_dtype_same().generic()},
       {"aten::_softmax_backward_data", softmax_backward},
       {"aten::_log_softmax_backward_data", log_softmax_backward},

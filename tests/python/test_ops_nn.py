@@ -180,33 +180,6 @@ def test_softmax_half_to_float(dtype):
             assert_close(got, ref)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_safe_softmax_zeroes_fully_masked_rows(dtype):
-    x = torch.randn(2, 3, 4, 5)
-    x[0, 1, 2, :] = -INF  # a fully masked row along -1
-    x[1, 0, :, 3] = -INF  # one along dim 2
-    x[0, 0, 0, 0] = INF
-    for dim in (-1, 2, 0):
-        check(lambda a, dim=dim: torch.ops.aten._safe_softmax(a, dim), x.to(dtype), grad=dtype == torch.float32)
-        check(lambda a, dim=dim: torch.ops.aten._safe_softmax(a, dim, torch.float64), x.to(dtype))
-    check(lambda a: torch.ops.aten._safe_softmax(a, 0), torch.tensor(-INF))
-
-
-def test_masked_attention_joins_the_fused_region():
-    # scaled_dot_product_attention's math path ends in _safe_softmax, whose ATen composite writes its result with
-    # where.self_out: lowered as one op, masked attention no longer cuts fused regions.
-    q = torch.randn(2, 4, 6, 8)
-    mask = torch.rand(6, 6) > 0.3
-    mask[2] = False  # a fully masked row: zeros, not NaN
-    check(lambda a, m: F.scaled_dot_product_attention(a, a, a, attn_mask=m), q, mask, grad=True)
-    with torch_pjrt.eager_mode("fused"):
-        qt, mt = dev(q), dev(mask)
-        torch_pjrt.synchronize()
-        torch_pjrt.reset_metrics()
-        F.scaled_dot_product_attention(qt, qt, qt, attn_mask=mt).sum().item()
-        assert torch_pjrt.metrics()["flush_reasons"] == {"read": 1}
-
-
 # ---------------------------------------------------------------- layer norm / batch norm
 
 
