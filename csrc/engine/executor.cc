@@ -54,10 +54,11 @@ void Completion::then(std::function<void()> fn) {
 
 bool CheckFlags::failed(size_t i) {
   std::lock_guard<std::mutex> g(mu_);
-  if (buffer_) {
-    host_.assign(n_, 0);
-    runtime::BufferPtr b = std::move(buffer_);
-    b->to_host(host_.data(), n_);
+  if (buffer_) {  // a failed read (the program failed) throws again for the next check that asks
+    std::vector<uint8_t> host(n_, 0);
+    buffer_->to_host(host.data(), n_);
+    host_ = std::move(host);
+    buffer_.reset();
   }
   return i < host_.size() && host_[i] != 0;
 }

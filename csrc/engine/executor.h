@@ -55,7 +55,7 @@ class CheckFlags {
 
  private:
   std::mutex mu_;
-  runtime::BufferPtr buffer_;  // released once read
+  runtime::BufferPtr buffer_;  // released once read successfully
   size_t n_;
   std::vector<uint8_t> host_;
 };

@@ -209,8 +209,9 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
       }
       case CallArg::Kind::Scalar: {
         if (a.fixed) {
-          Arg arg = Arg::scalar(b_.constant(*real_scalar(a), a.scalar_dtype));
-          arg.fixed = real_scalar(a);
+          const double v = *real_scalar(a);
+          Arg arg = Arg::scalar(b_.constant(v, a.scalar_dtype));
+          arg.fixed = v;
           args.push_back(arg);
           break;
         }

@@ -201,9 +201,10 @@ V pow_scalar_base(Context& cx) { return pow_tensor(cx); }
 // The exponents ATen's CPU pow(Tensor, Scalar) computes without pow: 1
 // copies, 2, 3 and -2 multiply (bfloat16 rounding the square first,
 // pow_tensor_scalar_optimized_kernel), 0.5, -0.5 and -1 take the sqrt,
-// 1 / sqrt and reciprocal kernels (float16 computes those two with pow). They are program constants (Traits::fixes)
-// for floating results: XLA's CPU backend computes power with a scalar libm
-// call per element, the others vectorised.
+// 1 / sqrt and reciprocal kernels (float16 computes those two with pow).
+// They are program constants (Traits::fixes) for floating results: XLA's
+// CPU backend computes power with a scalar libm call per element, the
+// others vectorised.
 const std::vector<double> kPowFixedExponents = {1, 2, 3, -2, 0.5, -0.5, -1};
 
 // x ** k in opmath dtype m for one of kPowFixedExponents, rounding squares to t.
