@@ -211,7 +211,8 @@ TEST(Elementwise, PowOfFixedExponentsMatchesStdPow) {
     auto y = testing::run<float, float>(l, {x}, DType::F32);
     for (size_t i = 0; i < x.size(); ++i) {
       double want = std::pow(static_cast<double>(x[i]), k);
-      EXPECT_NEAR(y[i], want, 2e-7 * want) << "k=" << k << " x=" << x[i];
+      // A few float32 ulps: XLA's CPU sqrt may be an estimate refined by Newton steps, which differ by ISA.
+      EXPECT_NEAR(y[i], want, 1e-6 * want) << "k=" << k << " x=" << x[i];
     }
   }
 }
