@@ -112,8 +112,10 @@ struct OpCall {
   bool defer_checks = false;
   // Fused mode: the call may join a region (its caller handles a deferred
   // result). Calls whose caller reads a result on the host at once
-  // (data-dependent sizes, aten::equal) or validates it afterwards (out=)
-  // run at once instead.
+  // (data-dependent sizes, aten::equal) run at once instead. A call with
+  // defer_checks joins only when it makes no runtime checks, and a caller
+  // that validates afterwards marks fusable only a call with no writes of
+  // its own: a refused call then leaves nothing behind.
   bool fusable = false;
   // A call of a compiled graph with no symbolic sizes: the views it reaches
   // in storages an earlier call of its sequence made (a whole write: the

@@ -561,6 +561,12 @@ CallResult Engine::run(const OpCall& call) {
     thread_local ProgramKey key;
     Placement placement = Placement::Undecided;
     CallResult r = plan(call, key, &placement);
+    // A call its caller still validates (out=) joins only when it makes no
+    // runtime checks: a refused call then leaves a dead value, never a check.
+    if (call.defer_checks && r.has_checks) {
+      flush(FlushReason::Unfusable);
+      return run_strict(call);
+    }
     if (!buckets_ || placement == Placement::Joins) return r;
     const bool graph = capturing_here();
     const Shapes found =

@@ -414,8 +414,11 @@ class LoweredKernel final : public c10::OperatorKernel {
 
     call.defer_checks = variant_ == Variant::Out;
     // Fused mode: a call joins the open region unless its results are read
-    // on the host at once or validated after it ran.
-    call.fusable = variant_ != Variant::Out && !returns_bool_ && traits_.narrowed.empty() && !check_errors_;
+    // on the host at once. An out= call joins when it writes no argument of
+    // its own: the checks below then refuse it before anything is written
+    // (the engine keeps a call with runtime checks out, see defer_checks).
+    call.fusable =
+        (variant_ != Variant::Out || written_.empty()) && !returns_bool_ && traits_.narrowed.empty() && !check_errors_;
     engine::CallResult r;
     try {
       follow_matmul_precision();

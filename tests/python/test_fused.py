@@ -95,7 +95,8 @@ def test_flush_reasons():
     y.copy_(torch.ones(4, 4))  # upload into a storage the region wrote
     y = y + 1
     out = torch.empty(4, 4, device=TPU)
-    torch.add(y, 1, out=out)  # out= cannot fuse
+    torch.index_select(y, 0, torch.arange(4, device=TPU), out=out)  # out= with runtime checks cannot fuse
+    out.add_(1)
     y = y + 1
     with torch_pjrt.eager_mode("strict"):  # mode switch
         pass
@@ -110,6 +111,29 @@ def test_flush_reasons():
         assert reasons.get(r, 0) >= 1, (r, reasons)
     expected = torch.ones(4, 4) + 2
     torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_out_calls_join_the_region_and_a_refused_one_writes_nothing():
+    a = torch.randn(4, 4, dtype=torch.float64)
+    x = a.to(TPU)
+    torch_pjrt.synchronize()
+    torch_pjrt.reset_metrics()
+    y = x * 2
+    out = torch.empty(4, 4, dtype=torch.float64, device=TPU)
+    torch.add(y, 1, out=out)
+    grown = torch.empty(0, dtype=torch.float64, device=TPU)  # resized by the out= call
+    torch.mul(out, y, out=grown)
+    kept = torch.arange(16, device=TPU).view(4, 4)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+        torch.add(y, 0.5, out=kept)  # CPU refuses it before it writes
+    torch.where(y > 0, y, out, out=out)  # aten::where.self_out, as SDPA's masked softmax calls it
+    z = out * 3 + grown
+    assert m()["executions"] == 0  # nothing ran yet
+    ra = a * 2
+    rout = torch.where(ra > 0, ra, ra + 1)
+    torch.testing.assert_close(z.cpu(), rout * 3 + (ra + 1) * ra)
+    torch.testing.assert_close(kept.cpu(), torch.arange(16).view(4, 4))
+    assert m()["regions"] == 1 and "unfusable" not in m()["flush_reasons"]
 
 
 def test_a_device_change_flushes():
