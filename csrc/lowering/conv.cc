@@ -43,9 +43,85 @@ struct Window {
   int64_t feature_groups = 1, batch_groups = 1;
 };
 
+// Whether XLA's operand swap takes this convolution (its
+// ConvOperandSwapper, part of the algebraic simplifier): a kernel whose
+// spatial extent exceeds the input's becomes the input, with its window
+// reversed, and XLA:CPU's Eigen convolution takes no reversed window, so it
+// runs as a naive loop nest (4x slower than the patches form on resnet18's
+// 2x2 and 1x1 layers). `lo`/`hi` are the padding as emitted. The same rule
+// as XLA's: dims that are a plain contraction or a group dim do not count.
+bool xla_swaps_operands(const Dims& in, const Dims& k, const Window& w, const Dims& lo, const Dims& hi) {
+  if (w.feature_groups != 1 || w.batch_groups != 1) return false;
+  int64_t kernel = 1, swapped = 1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const bool unpadded = lo[i] == 0 && hi[i] == 0 && w.rhs_dilation[i] == 1;
+    const bool group = unpadded && w.lhs_dilation[i] == k[i] && w.stride[i] == k[i] - 1;
+    const bool contraction = unpadded && k[i] == in[i] && w.lhs_dilation[i] == 1 && w.stride[i] == 1;
+    if (group || contraction) continue;
+    kernel *= k[i];
+    const bool full =
+        in[i] == 1 && w.stride[i] == 1 && w.rhs_dilation[i] == 1 && lo[i] == k[i] - 1 && hi[i] == k[i] - 1;
+    swapped *= full ? k[i] : in[i];
+  }
+  return kernel > swapped;
+}
+
+// The same convolution as one dot_general over the input's patches
+// (im2col): the padded, dilated input, channels last, sliced once per
+// kernel tap and concatenated along the channels, contracted with the
+// kernel over (tap, feature). For a kernel larger than its input the
+// patches are few. `out` is the exact output extent per spatial dim.
+// Feature and batch groups of 1 only.
+Value conv_as_patches(Context& cx, Value lhs, Value rhs, const Layout& l, const Layout& r, const Layout& o,
+                      const Window& w, const Dims& out) {
+  auto& b = cx.b;
+  const int64_t n = lhs.rank() - 2;
+  Dims lp{position(l, "b")}, rp;
+  for (int64_t i = 0; i < n; ++i) {
+    lp.push_back(position(l, std::to_string(i)));
+    rp.push_back(position(r, std::to_string(i)));
+  }
+  lp.push_back(position(l, "f"));
+  rp.push_back(position(r, "i"));
+  rp.push_back(position(r, "o"));
+  Value x = b.transpose(lhs, lp), k = b.transpose(rhs, rp);  // [B, *in, C], [*k, C, F]
+  Dims lo{0}, hi{0}, interior{0};
+  for (int64_t i = 0; i < n; ++i) {
+    lo.push_back(w.lo[i]);
+    hi.push_back(w.hi[i]);
+    interior.push_back(w.lhs_dilation[i] - 1);
+  }
+  lo.push_back(0), hi.push_back(0), interior.push_back(0);
+  x = b.pad(x, b.constant(0, x.dtype()), lo, hi, interior);
+  const Dims ks(k.dims().begin(), k.dims().begin() + n);
+  int64_t taps = 1;
+  for (int64_t e : ks) taps *= e;
+  std::vector<Value> patches;
+  Dims tap(n, 0);
+  for (int64_t t = 0; t < taps; ++t) {  // row-major over the kernel's spatial dims
+    Dims start{0}, limit{x.dims()[0]}, step{1};
+    for (int64_t i = 0; i < n; ++i) {
+      start.push_back(tap[i] * w.rhs_dilation[i]);
+      limit.push_back(start.back() + (out[i] - 1) * w.stride[i] + 1);
+      step.push_back(w.stride[i]);
+    }
+    start.push_back(0), limit.push_back(x.dims()[n + 1]), step.push_back(1);
+    patches.push_back(b.slice(x, start, limit, step));
+    for (int64_t i = n; i-- > 0 && ++tap[i] == ks[i];) tap[i] = 0;
+  }
+  Value p = patches.size() == 1 ? patches[0] : b.concatenate(patches, n + 1);  // [B, *out, taps * C]
+  k = b.reshape(k, {taps * k.dims()[n], k.dims()[n + 1]});                     // [taps * C, F]
+  Value y = b.dot_general(p, k, {}, {}, {n + 1}, {0}, lhs.dtype());            // [B, *out, F]
+  Dims perm;
+  for (const auto& label : o) perm.push_back(label == "b" ? 0 : label == "f" ? n + 1 : 1 + std::stoll(label));
+  return b.transpose(y, perm);
+}
+
 // stablehlo.convolution of lhs and rhs laid out as `l`, `r`, producing
 // layout `o`. Negative padding is applied by cropping the result (for a
 // negative low pad, only where the stride is 1, which is where it arises).
+// A convolution XLA would swap into a naive loop is a dot_general of
+// patches instead (conv_as_patches).
 Value conv_general(Context& cx, Value lhs, Value rhs, const Layout& l, const Layout& r, const Layout& o,
                    const Window& w) {
   auto& b = cx.b;
@@ -65,6 +141,15 @@ Value conv_general(Context& cx, Value lhs, Value rhs, const Layout& l, const Lay
     out[od] = (din + lo[i] + hi[i] - dk) / w.stride[i] + 1;
     want[od] = (din + w.lo[i] + w.hi[i] - dk) / w.stride[i] + 1;
     pad += std::string(i ? ", " : "") + "[" + std::to_string(lo[i]) + ", " + std::to_string(hi[i]) + "]";
+  }
+  {
+    Dims in_sizes, k_sizes, spatial_out;
+    for (int64_t i = 0; i < n; ++i) {
+      in_sizes.push_back(lhs.dims()[position(l, std::to_string(i))]);
+      k_sizes.push_back(rhs.dims()[position(r, std::to_string(i))]);
+      spatial_out.push_back(want[position(o, std::to_string(i))]);
+    }
+    if (xla_swaps_operands(in_sizes, k_sizes, w, lo, hi)) return conv_as_patches(cx, lhs, rhs, l, r, o, w, spatial_out);
   }
   pad += "]> : tensor<" + std::to_string(n) + "x2xi64>";
   std::string attrs = "batch_group_count = " + std::to_string(w.batch_groups) +

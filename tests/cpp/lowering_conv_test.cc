@@ -58,11 +58,25 @@ TEST(ConvForward, StridedPadded) {
   expect_near(out, {1, 3, 7, 5 + 9});
 }
 
+// A kernel larger than its input (a small late layer, or the gradient of
+// one): XLA would swap the operands into a reversed-window convolution, a
+// naive loop on CPU, so the lowering emits a dot_general of the patches.
+TEST(ConvForward, KernelLargerThanInputIsADotOfPatches) {
+  auto l = lower("aten::convolution", [](hlo::Builder& b) {
+    return conv_args(b, {1, 1, 2, 2}, {1, 1, 3, 3}, false, {1, 1}, {1, 1}, false, {0, 0}, 1);
+  });
+  EXPECT_NE(l.text.find("stablehlo.dot_general"), std::string::npos) << l.text;
+  EXPECT_EQ(l.text.find("stablehlo.convolution"), std::string::npos) << l.text;
+  // out[i][j] = sum of x[i + a - 1][j + c - 1] * k[a][c] over the taps inside x.
+  auto out = read<float>(run_all(l, {f32({1, 2, 3, 4}, {1, 1, 2, 2}), f32(k3x3, {1, 1, 3, 3})})[0], 4);
+  expect_near(out, {1 * 5 + 2 * 6 + 3 * 8 + 4 * 9, 1 * 4 + 2 * 5 + 3 * 7 + 4 * 8, 1 * 2 + 2 * 3 + 3 * 5 + 4 * 6,
+                    1 * 1 + 2 * 2 + 3 * 4 + 4 * 5});
+}
+
 TEST(ConvForward, TransposedWithOutputPadding) {
   // 1d: x = [1, 2], w = [1, 10], stride 2, output_padding 1: length 5.
-  auto l = lower("aten::convolution", [](hlo::Builder& b) {
-    return conv_args(b, {1, 1, 2}, {1, 1, 2}, false, {2}, {0}, true, {1}, 1);
-  });
+  auto l = lower("aten::convolution",
+                 [](hlo::Builder& b) { return conv_args(b, {1, 1, 2}, {1, 1, 2}, false, {2}, {0}, true, {1}, 1); });
   ASSERT_EQ(l.results[0].dims(), (hlo::Dims{1, 1, 5}));
   auto out = read<float>(run_all(l, {f32({1, 2}, {1, 1, 2}), f32({1, 10}, {1, 1, 2})})[0], 5);
   expect_near(out, {1, 10, 2, 20, 0});
@@ -70,9 +84,8 @@ TEST(ConvForward, TransposedWithOutputPadding) {
 
 TEST(ConvForward, Depthwise) {
   // groups = 2: channel c scaled by weight c.
-  auto l = lower("aten::convolution", [](hlo::Builder& b) {
-    return conv_args(b, {1, 2, 2}, {2, 1, 1}, false, {1}, {0}, false, {0}, 2);
-  });
+  auto l = lower("aten::convolution",
+                 [](hlo::Builder& b) { return conv_args(b, {1, 2, 2}, {2, 1, 1}, false, {1}, {0}, false, {0}, 2); });
   auto out = read<float>(run_all(l, {f32({1, 2, 3, 4}, {1, 2, 2}), f32({10, 100}, {2, 1, 1})})[0], 4);
   expect_near(out, {10, 20, 300, 400});
 }
@@ -110,9 +123,8 @@ TEST(ConvBackward, AllThreeGradients) {
 
 TEST(ConvBackward, GroupedWeightGradientAndMaskedZeros) {
   // depthwise 1d, k = 1: grad_weight[c] = sum_t x[c][t] * g[c][t]
-  auto l = lower("aten::convolution_backward", [](hlo::Builder& b) {
-    return backward_args(b, {1, 2, 2}, {1, 2, 2}, {2, 1, 1}, 2, {0, 1, 0});
-  });
+  auto l = lower("aten::convolution_backward",
+                 [](hlo::Builder& b) { return backward_args(b, {1, 2, 2}, {1, 2, 2}, {2, 1, 1}, 2, {0, 1, 0}); });
   auto r = run_all(l, {f32({1, 1, 2, 2}, {1, 2, 2}), f32({1, 2, 3, 4}, {1, 2, 2}), f32({5, 6}, {2, 1, 1})});
   expect_near(read<float>(r[0], 4), {0, 0, 0, 0});
   expect_near(read<float>(r[1], 2), {3, 14});

@@ -97,6 +97,21 @@ def test_convolution(name):
         check(fn, x, w, b, grad=True)
 
 
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 0, 1)])
+def test_convolution_with_a_kernel_larger_than_its_input(dims, stride, padding, dilation):
+    """Late layers of a small-image network (1x1 and 2x2 inputs under 3x3 kernels) and their gradients: the
+    lowering computes them as a dot of patches where XLA would swap the operands."""
+    conv = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
+    for size in (1, 2):
+        if size + 2 * padding < dilation * 2 + 1:
+            continue
+        x = torch.randn(2, 3, *[size] * dims, dtype=torch.float64)
+        w = torch.randn(4, 3, *[3] * dims, dtype=torch.float64)
+        with lowered():
+            check(lambda x, w: conv(x, w, stride=stride, padding=padding, dilation=dilation), x, w, grad=True)
+
+
 def test_convolution_bfloat16():
     fn, xs, ws, _ = CONVS["conv2d"]
     args = [t.to(torch.bfloat16) for t in (torch.randn(xs), torch.randn(ws), torch.randn(ws[0]))]
