@@ -253,7 +253,21 @@ V convolution(Context& cx) {
   ConvArgs a = conv_args(cx, n, 3);
   DType out = float_type(cx.result_type({0, 1})), t = hlo::opmath_type(out);
   Value x = b.convert(in, t), k = b.convert(w, t);
-  Value y = cx.flag(6) ? conv_transpose(cx, x, k, a) : conv_forward(cx, x, k, a);
+  // CPU's backend choice: an empty batch or channel dim makes an empty
+  // result, any other empty input is refused (after a plain convolution's
+  // kernel-size check; a transposed one has none before it).
+  auto refuse_empty = [&] {
+    if (in.dims()[0] != 0 && in.dims()[1] != 0 && in.type.numel() == 0)
+      cx.fail("Only zero batch or zero channel inputs are supported, but got input shape: " + dims_str(in.dims()));
+  };
+  Value y;
+  if (cx.flag(6)) {
+    refuse_empty();
+    y = conv_transpose(cx, x, k, a);
+  } else {
+    y = conv_forward(cx, x, k, a);
+    refuse_empty();
+  }
   if (!cx.none(2)) y = b.add(y, b.broadcast_in_dim(cx.as(2, t), y.dims(), {1}));
   return {b.convert(y, out)};
 }

@@ -112,6 +112,20 @@ def test_convolution_with_a_kernel_larger_than_its_input(dims, stride, padding, 
             check(lambda x, w: conv(x, w, stride=stride, padding=padding, dilation=dilation), x, w, grad=True)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_convolution_of_an_input_with_an_empty_spatial_dim_raises_as_on_cpu(transposed):
+    conv = F.conv_transpose2d if transposed else F.conv2d
+    padding = 0 if transposed else 1  # a padded 1x1 plain convolution passes CPU's kernel-size check first
+    x, w = torch.randn(2, 3, 0, 0), torch.randn(3, 3, 1, 1)
+    message = r"Only zero batch or zero channel inputs are supported, but got input shape: \[2, 3, 0, 0\]"
+    with pytest.raises(RuntimeError, match=message):
+        conv(x, w, padding=padding)
+    with pytest.raises(RuntimeError, match=message):
+        conv(dev(x), dev(w), padding=padding)
+    # An empty batch is an empty result, as on CPU.
+    check(lambda x, w: conv(x, w, padding=padding), torch.randn(0, 3, 2, 2), w)
+
+
 def test_convolution_bfloat16():
     fn, xs, ws, _ = CONVS["conv2d"]
     args = [t.to(torch.bfloat16) for t in (torch.randn(xs), torch.randn(ws), torch.randn(ws[0]))]
