@@ -47,8 +47,9 @@ struct Window {
 // ConvOperandSwapper, part of the algebraic simplifier): a kernel whose
 // spatial extent exceeds the input's becomes the input, with its window
 // reversed, and XLA:CPU's Eigen convolution takes no reversed window, so it
-// runs as a naive loop nest (4x slower than the patches form on resnet18's
-// 2x2 and 1x1 layers). `lo`/`hi` are the padding as emitted. The same rule
+// runs as a naive loop nest (the input gradient of resnet18's 2x2 layer:
+// 430 us against 181 us as patches, one op with its dispatch). `lo`/`hi`
+// are the padding as emitted. The same rule
 // as XLA's: dims that are a plain contraction or a group dim do not count.
 bool xla_swaps_operands(const Dims& in, const Dims& k, const Window& w, const Dims& lo, const Dims& hi) {
   if (w.feature_groups != 1 || w.batch_groups != 1) return false;
@@ -126,7 +127,7 @@ Value conv_general(Context& cx, Value lhs, Value rhs, const Layout& l, const Lay
                    const Window& w) {
   auto& b = cx.b;
   int64_t n = lhs.rank() - 2;
-  Dims out(lhs.rank()), want(lhs.rank()), lo(n), hi(n);
+  Dims out(lhs.rank()), want(lhs.rank()), lo(n), hi(n), in_sizes(n), k_sizes(n), spatial_out(n);
   out[position(o, "b")] = want[position(o, "b")] = lhs.dims()[position(l, "b")] / w.batch_groups;
   out[position(o, "f")] = want[position(o, "f")] = rhs.dims()[position(r, "o")];
   std::string pad = "dense<[";
@@ -140,17 +141,10 @@ Value conv_general(Context& cx, Value lhs, Value rhs, const Layout& l, const Lay
     if (w.lo[i] < 0 && w.stride[i] != 1) cx.fail("negative low padding with a stride");
     out[od] = (din + lo[i] + hi[i] - dk) / w.stride[i] + 1;
     want[od] = (din + w.lo[i] + w.hi[i] - dk) / w.stride[i] + 1;
+    in_sizes[i] = in, k_sizes[i] = k, spatial_out[i] = want[od];
     pad += std::string(i ? ", " : "") + "[" + std::to_string(lo[i]) + ", " + std::to_string(hi[i]) + "]";
   }
-  {
-    Dims in_sizes, k_sizes, spatial_out;
-    for (int64_t i = 0; i < n; ++i) {
-      in_sizes.push_back(lhs.dims()[position(l, std::to_string(i))]);
-      k_sizes.push_back(rhs.dims()[position(r, std::to_string(i))]);
-      spatial_out.push_back(want[position(o, std::to_string(i))]);
-    }
-    if (xla_swaps_operands(in_sizes, k_sizes, w, lo, hi)) return conv_as_patches(cx, lhs, rhs, l, r, o, w, spatial_out);
-  }
+  if (xla_swaps_operands(in_sizes, k_sizes, w, lo, hi)) return conv_as_patches(cx, lhs, rhs, l, r, o, w, spatial_out);
   pad += "]> : tensor<" + std::to_string(n) + "x2xi64>";
   std::string attrs = "batch_group_count = " + std::to_string(w.batch_groups) +
                       " : i64, dimension_numbers = #stablehlo.conv<" + layout_text(l) + "x" + layout_text(r) + "->" +
