@@ -10,26 +10,31 @@
 
 namespace torch_pjrt::lowering {
 
-std::vector<Entry> elementwise_lowerings();  // elementwise.cc
-std::vector<Entry> reduction_lowerings();    // reduction.cc
-std::vector<Entry> linalg_lowerings();       // linalg.cc
-std::vector<Entry> shape_lowerings();        // shape.cc
-std::vector<Entry> nn_lowerings();           // nn.cc
-std::vector<Entry> random_lowerings();       // random.cc
-std::vector<Entry> creation_lowerings();     // creation.cc
-std::vector<Entry> optim_lowerings();        // optim.cc
-std::vector<Entry> conv_lowerings();         // conv.cc
-std::vector<Entry> pool_lowerings();         // pool.cc
-std::vector<Entry> norm_lowerings();         // norm.cc
-std::vector<Entry> embedding_bag_lowerings();  // embedding_bag.cc
-std::vector<Entry> select_lowerings();         // select.cc
-std::vector<Entry> pad_lowerings();          // pad.cc
-std::vector<Entry> special_lowerings();      // special.cc
-std::vector<Entry> fft_lowerings();            // fft.cc
+std::vector<Entry> elementwise_lowerings();      // elementwise.cc
+std::vector<Entry> reduction_lowerings();        // reduction.cc
+std::vector<Entry> linalg_lowerings();           // linalg.cc
+std::vector<Entry> shape_lowerings();            // shape.cc
+std::vector<Entry> nn_lowerings();               // nn.cc
+std::vector<Entry> random_lowerings();           // random.cc
+std::vector<Entry> creation_lowerings();         // creation.cc
+std::vector<Entry> optim_lowerings();            // optim.cc
+std::vector<Entry> conv_lowerings();             // conv.cc
+std::vector<Entry> pool_lowerings();             // pool.cc
+std::vector<Entry> norm_lowerings();             // norm.cc
+std::vector<Entry> embedding_bag_lowerings();    // embedding_bag.cc
+std::vector<Entry> select_lowerings();           // select.cc
+std::vector<Entry> pad_lowerings();              // pad.cc
+std::vector<Entry> special_lowerings();          // special.cc
+std::vector<Entry> fft_lowerings();              // fft.cc
 std::vector<Entry> linalg_spectral_lowerings();  // linalg_spectral.cc
-std::vector<Entry> sampling_lowerings();       // sampling.cc
+std::vector<Entry> sampling_lowerings();         // sampling.cc
+std::vector<Entry> foreach_lowerings();          // foreach.cc
 
 // Shared helpers for lowerings of several families.
+// The orders ATen's vector norm kernels compute without pow (None means 2):
+// program constants (Traits::fixes), so a norm computes one reduction
+// (reduction.cc).
+extern const std::vector<double> kNormFixedOrders;
 // Arguments i and j promoted to their common dtype (torch.result_type).
 std::pair<Value, Value> promote(Context& cx, size_t i, size_t j);
 // dtype for ops that compute in floating point (sqrt of an int tensor is f32).

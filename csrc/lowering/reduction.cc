@@ -12,6 +12,10 @@
 #include "lowering/families.h"
 
 namespace torch_pjrt::lowering {
+
+const std::vector<double> kNormFixedOrders = {2, 1, 0, std::numeric_limits<double>::infinity(),
+                                              -std::numeric_limits<double>::infinity()};
+
 namespace {
 
 using V = std::vector<Value>;
@@ -396,11 +400,6 @@ V logsumexp(Context& cx) {
 }
 
 // ---- norms
-
-// The orders ATen's vector norm kernels compute without pow (None means 2):
-// program constants (Traits::fixes), so a norm computes one reduction.
-const std::vector<double> kNormFixedOrders = {2, 1, 0, std::numeric_limits<double>::infinity(),
-                                              -std::numeric_limits<double>::infinity()};
 
 // The vector norm of x over dims in dtype `out`, with the order p (None
 // means 2): inf -> max|x|, -inf -> min|x|, 0 -> count of non-zeros,

@@ -292,6 +292,10 @@ class LoweredKernel final : public c10::OperatorKernel {
             a.fixed = x && std::find(fv.begin(), fv.end(), *x) != fv.end();
           }
           break;
+        case ArgType::ScalarList:  // the foreach ops' Scalar[]
+          a.kind = Kind::Int;
+          a.i = static_cast<int64_t>(v.toListRef().size());
+          break;
         case ArgType::Int:
           a.kind = Kind::Int;
           a.i = v.toInt();
@@ -343,6 +347,11 @@ class LoweredKernel final : public c10::OperatorKernel {
       call.args.back().kind = Kind::Bool;
       call.args.back().i = args[0].toTensor().is_contiguous();
     }
+    // A Scalar[]'s elements are runtime scalars after all other arguments
+    // (lowering::scalar_list reads them there).
+    for (size_t i = 0; i < types_.size(); ++i)
+      if (types_[i] == ArgType::ScalarList && !args[i].isNone())
+        for (const c10::IValue& e : args[i].toListRef()) set_scalar(call.args.emplace_back(), e.toScalar());
 
     c10::SmallVector<at::Tensor, 4> outs;
     if (variant_ == Variant::Out)

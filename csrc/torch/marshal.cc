@@ -46,6 +46,7 @@ ArgType arg_type(const c10::TypePtr& type) {
         if (oe->getElementType()->kind() == c10::TypeKind::TensorType) return ArgType::OptTensorList;
       if (e->kind() == c10::TypeKind::IntType || e->kind() == c10::TypeKind::SymIntType) return ArgType::Ints;
       if (e->kind() == c10::TypeKind::BoolType) return ArgType::Bools;
+      if (e->kind() == c10::TypeKind::NumberType || e->kind() == c10::TypeKind::FloatType) return ArgType::ScalarList;
       return ArgType::Ignore;
     }
     default:

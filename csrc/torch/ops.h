@@ -33,6 +33,7 @@ enum class ArgType {
   OptTensorList,
   TensorList,
   Scalar,
+  ScalarList,  // Scalar[]: its length here (Int), its runtime scalars appended after the schema's arguments
   Int,
   Ints,
   Bool,
