@@ -23,12 +23,12 @@ struct SubArg {
 };
 
 // Runs the lowering of `aten_name` on `args`; its runtime checks become the
-// foreach call's.
+// foreach call's, and its errors name the foreach op.
 Value per_tensor(Context& cx, const char* aten_name, std::vector<SubArg> args) {
   std::vector<Arg> plain;
   for (const SubArg& a : args) plain.push_back(a.arg);
   const Entry* e = find_entry(aten_name);
-  Context sub(cx.b, std::move(plain), std::string(aten_name).substr(6));
+  Context sub(cx.b, std::move(plain), cx.op());
   V out = e->fn(sub);
   for (const Check& c : sub.checks()) cx.check(c.failed, c.message, c.kind);
   for (const ScalarCheck& c : sub.scalar_checks())
@@ -57,6 +57,14 @@ SubArg scalar_at(Context& cx, size_t i, size_t k) {
   return at(cx, cx.size() - n + k);
 }
 SubArg tensor_arg(const Value& v) { return {Arg::tensor(v)}; }
+// The Tensor `other` of a .Tensor overload: CPU takes a zero-dim tensor only.
+SubArg zero_dim_tensor(Context& cx, size_t i) {
+  const Value& t = cx.tensor(i);
+  if (t.rank() != 0)
+    cx.fail("scalar tensor expected to be 0 dim but it has " + std::to_string(t.rank()) + " dimensions and " +
+            std::to_string(t.type.numel()) + " elements.");
+  return at(cx, i);
+}
 
 // One per-tensor call per position of list 0; `args(k)` gives position k's arguments.
 template <typename F>
@@ -88,10 +96,11 @@ V with_list(Context& cx) {
   return each(cx, Op,
               [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(other[k])}; });
 }
-// _foreach_op.Tensor(Tensor[] self, Tensor other): op(self[k], other).
+// _foreach_op.Tensor(Tensor[] self, Tensor other): op(self[k], other), other zero-dim.
 template <const char* Op>
 V with_tensor(Context& cx) {
-  return each(cx, Op, [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), at(cx, 1)}; });
+  const SubArg other = zero_dim_tensor(cx, 1);
+  return each(cx, Op, [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), other}; });
 }
 // The same with add/sub's alpha (argument 2): op(self[k], other, alpha).
 template <const char* Op>
@@ -103,8 +112,9 @@ V with_list_alpha(Context& cx) {
 }
 template <const char* Op>
 V with_tensor_alpha(Context& cx) {
+  const SubArg other = zero_dim_tensor(cx, 1);
   return each(cx, Op, [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), at(cx, 1), cx.none(2) ? one(cx) : at(cx, 2)};
+    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), other, cx.none(2) ? one(cx) : at(cx, 2)};
   });
 }
 // add.Scalar/sub.Scalar with alpha 1, for the Scalar and ScalarList forms.

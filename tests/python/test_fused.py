@@ -328,7 +328,7 @@ def test_dead_pending_results_free_their_memory():
 def test_seed_models_train_as_in_strict_mode(name):
     """4 steps in fused and in strict mode: float32 losses within 1e-5 relative (4 steps are too few for
     float32's rounding differences between two programs to grow chaotically), no fallback, no compile
-    after step 2."""
+    in step 4 (resnet18's shape history settles in step 3: its first steps run calls of changing sizes alone)."""
     module = importlib.import_module(name)
 
     def run():
@@ -343,7 +343,7 @@ def test_seed_models_train_as_in_strict_mode(name):
     torch_pjrt.reset_metrics()
     fused, compiles = run()
     assert torch_pjrt.metrics()["fallback_ops"] == {}
-    assert compiles[3] == compiles[1], compiles
+    assert compiles[3] == compiles[2], compiles
     with torch_pjrt.eager_mode("strict"):
         strict, _ = run()
     torch.testing.assert_close(fused, strict, rtol=1e-5, atol=0)

@@ -92,6 +92,7 @@ def test_one_program_per_call_and_scalars_stay_parameters():
         (lambda a, b: torch._foreach_add(a, b[:2]), "Tensor lists must have the same number of tensors, got 3 and 2"),
         (lambda a, b: torch._foreach_mul(a, [1.0, 2.0]), "Tensor list must have same number of elements as scalar"),
         (lambda a, b: torch._foreach_lerp_(a, b[:1], 0.5), "Tensor lists must have the same number of tensors"),
+        (lambda a, b: torch._foreach_mul(a, b[0]), "scalar tensor expected to be 0 dim but it has 2 dimensions"),
         (
             lambda a, b: torch._foreach_add_([x.long() for x in a], 1.5),
             "result type Float can't be cast to the desired output type Long",
