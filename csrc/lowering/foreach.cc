@@ -7,6 +7,8 @@
 // position. The whole list is one program: one dispatch instead of one per
 // tensor. A Scalar[] argument arrives as its length, with its elements as
 // runtime scalars after all other arguments (the glue appends them).
+#include <stdexcept>
+
 #include "lowering/families.h"
 
 namespace torch_pjrt::lowering {
@@ -28,6 +30,7 @@ Value per_tensor(Context& cx, const char* aten_name, std::vector<SubArg> args) {
   std::vector<Arg> plain;
   for (const SubArg& a : args) plain.push_back(a.arg);
   const Entry* e = find_entry(aten_name);
+  if (!e) throw std::logic_error(std::string("foreach: no lowering for ") + aten_name);
   Context sub(cx.b, std::move(plain), cx.op());
   V out = e->fn(sub);
   for (const Check& c : sub.checks()) cx.check(c.failed, c.message, c.kind);

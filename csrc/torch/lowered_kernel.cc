@@ -348,7 +348,7 @@ class LoweredKernel final : public c10::OperatorKernel {
       call.args.back().i = args[0].toTensor().is_contiguous();
     }
     // A Scalar[]'s elements are runtime scalars after all other arguments
-    // (lowering::scalar_list reads them there).
+    // (foreach.cc's scalar_at reads them there).
     for (size_t i = 0; i < types_.size(); ++i)
       if (types_[i] == ArgType::ScalarList && !args[i].isNone())
         for (const c10::IValue& e : args[i].toListRef()) set_scalar(call.args.emplace_back(), e.toScalar());
