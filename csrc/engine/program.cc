@@ -271,15 +271,15 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
     }
     const TensorRef& target = call.targets[k];
     const ViewSpec& view = target.view;
+    if (!hlo::can_cast(v.dtype(), view.dtype))  // checked for empty tensors too, as on CPU
+      throw LoweringError(op + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
+                          " can't be cast to the desired output type " +
+                          std::string(hlo::scalar_type_name(view.dtype)));
     if (view.numel() == 0 && v.type.numel() == 0) {
       number_ref(numbering_, call, target, true);  // numbered as make_key numbers it
       offset_param(target, Access::Empty);
       continue;
     }
-    if (!hlo::can_cast(v.dtype(), view.dtype))
-      throw LoweringError(op + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
-                          " can't be cast to the desired output type " +
-                          std::string(hlo::scalar_type_name(view.dtype)));
     const BucketedRef* bucketed = bucketed_ref(refs_);
     if (bucketed && bucketed->fresh) {
       // A fused region's fresh result: its new storage holds the value

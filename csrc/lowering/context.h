@@ -208,6 +208,9 @@ struct Traits {
   // The in-place op this functional op computes when its name is not this
   // one's plus "_" (normal_ -> normal_functional).
   const char* in_place = nullptr;
+  // Its in-place form refuses a complex tensor with this message (abs_:
+  // CPU does not write |x| into a complex tensor).
+  const char* in_place_refuses_complex = nullptr;
   // The glue registers kernels of its own for this op and its in-place form
   // (copy, copy_); the lowering serves them.
   bool own_kernel = false;
@@ -289,6 +292,10 @@ struct Traits {
   }
   Traits& in_place_form(const char* name) {
     in_place = name;
+    return *this;
+  }
+  Traits& refuses_complex_in_place(const char* message) {
+    in_place_refuses_complex = message;
     return *this;
   }
   Traits& glue_kernel() {

@@ -1192,7 +1192,7 @@ std::vector<Entry> elementwise_lowerings() {
       {"aten::addcmul", addcmul, Traits().generic()},
       {"aten::addcdiv", addcdiv, Traits().generic()},
       {"aten::neg", neg, Traits().out_dtype_same().generic()},
-      {"aten::abs", abs, Traits().out_dtype_same().generic()},
+      {"aten::abs", abs, Traits().out_dtype_same().generic().refuses_complex_in_place(kAbsInPlaceOfComplex)},
       {"aten::sign", sign, Traits().generic()},
       {"aten::exp", exp, Traits().generic()},
       {"aten::expm1", expm1, Traits().generic()},

@@ -35,6 +35,8 @@ std::vector<Entry> foreach_lowerings();          // foreach.cc
 // program constants (Traits::fixes), so a norm computes one reduction
 // (reduction.cc).
 extern const std::vector<double> kNormFixedOrders;
+// CPU refuses an in-place abs of a complex tensor (abs_, _foreach_abs_).
+inline constexpr char kAbsInPlaceOfComplex[] = "In-place abs is not supported for complex tensors.";
 // Arguments i and j promoted to their common dtype (torch.result_type).
 std::pair<Value, Value> promote(Context& cx, size_t i, size_t j);
 // dtype for ops that compute in floating point (sqrt of an int tensor is f32).

@@ -7,6 +7,7 @@
 // position. The whole list is one program: one dispatch instead of one per
 // tensor. A Scalar[] argument arrives as its length, with its elements as
 // runtime scalars after all other arguments (the glue appends them).
+#include <array>
 #include <stdexcept>
 
 #include "lowering/families.h"
@@ -59,7 +60,6 @@ SubArg scalar_at(Context& cx, size_t i, size_t k) {
   if (n != cx.tensors(0).size()) cx.fail("Tensor list must have same number of elements as scalar list.");
   return at(cx, cx.size() - n + k);
 }
-SubArg tensor_arg(const Value& v) { return {Arg::tensor(v)}; }
 // The Tensor `other` of a .Tensor overload: CPU takes a zero-dim tensor only.
 SubArg zero_dim_tensor(Context& cx, size_t i) {
   const Value& t = cx.tensor(i);
@@ -69,115 +69,94 @@ SubArg zero_dim_tensor(Context& cx, size_t i) {
   return at(cx, i);
 }
 
-// One per-tensor call per position of list 0; `args(k)` gives position k's arguments.
-template <typename F>
-V each(Context& cx, const char* aten_name, F args) {
+// Where an argument of the per-tensor call comes from, for list position k.
+enum class From : uint8_t {
+  Element,   // element k of list argument i
+  Same,      // argument i as is (a Scalar)
+  ScalarAt,  // element k of the Scalar[] whose length is argument i
+  ZeroDim,   // argument i, a zero-dim tensor (.Tensor overloads)
+  OrOne,     // argument i, or 1 where it is None (alpha, value)
+  One,       // the constant 1 (alpha of add/sub with a scalar)
+};
+struct Source {
+  From from;
+  uint8_t i = 0;
+};
+// The per-tensor arguments of a foreach schema, in the per-tensor op's order.
+struct Recipe {
+  std::array<Source, 4> args;
+  size_t n;
+};
+
+// Argument `s` of the per-tensor call at list position k.
+SubArg source_arg(Context& cx, Source s, size_t k) {
+  switch (s.from) {
+    case From::Element:
+      return {Arg::tensor(cx.tensors(s.i)[k])};
+    case From::Same:
+      return at(cx, s.i);
+    case From::ScalarAt:
+      return scalar_at(cx, s.i, k);
+    case From::ZeroDim:
+      return zero_dim_tensor(cx, s.i);
+    case From::OrOne:
+      return cx.none(s.i) ? one(cx) : at(cx, s.i);
+    case From::One:
+      break;
+  }
+  return one(cx);
+}
+
+// One call of per-tensor op `Op` per position of list 0, its arguments made as `R` says.
+template <const char* Op, const Recipe& R>
+V apply(Context& cx) {
+  for (size_t a = 0; a < R.n; ++a) {  // CPU's checks, before any call
+    if (R.args[a].from == From::Element) list(cx, R.args[a].i);
+    if (R.args[a].from == From::ZeroDim) zero_dim_tensor(cx, R.args[a].i);
+  }
   V out;
-  for (size_t k = 0; k < cx.tensors(0).size(); ++k) out.push_back(per_tensor(cx, aten_name, args(k)));
+  for (size_t k = 0; k < cx.tensors(0).size(); ++k) {
+    std::vector<SubArg> args;
+    for (size_t a = 0; a < R.n; ++a) args.push_back(source_arg(cx, R.args[a], k));
+    out.push_back(per_tensor(cx, Op, std::move(args)));
+  }
   return out;
 }
 
-// _foreach_op(Tensor[] self) -> Tensor[]: op(self[k]).
-template <const char* Op>
-V unary(Context& cx) {
-  return each(cx, Op, [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k])}; });
-}
-// _foreach_op.Scalar(Tensor[] self, Scalar scalar): op(self[k], scalar).
-template <const char* Op>
-V with_scalar(Context& cx) {
-  return each(cx, Op, [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), at(cx, 1)}; });
-}
-// _foreach_op.ScalarList(Tensor[] self, Scalar[] scalars): op(self[k], scalars[k]).
-template <const char* Op>
-V with_scalar_list(Context& cx) {
-  return each(cx, Op, [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), scalar_at(cx, 1, k)}; });
-}
-// _foreach_op.List(Tensor[] self, Tensor[] other): op(self[k], other[k]).
-template <const char* Op>
-V with_list(Context& cx) {
-  const auto& other = list(cx, 1);
-  return each(cx, Op,
-              [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(other[k])}; });
-}
-// _foreach_op.Tensor(Tensor[] self, Tensor other): op(self[k], other), other zero-dim.
-template <const char* Op>
-V with_tensor(Context& cx) {
-  const SubArg other = zero_dim_tensor(cx, 1);
-  return each(cx, Op, [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), other}; });
-}
-// The same with add/sub's alpha (argument 2): op(self[k], other, alpha).
-template <const char* Op>
-V with_list_alpha(Context& cx) {
-  const auto& other = list(cx, 1);
-  return each(cx, Op, [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(other[k]), cx.none(2) ? one(cx) : at(cx, 2)};
-  });
-}
-template <const char* Op>
-V with_tensor_alpha(Context& cx) {
-  const SubArg other = zero_dim_tensor(cx, 1);
-  return each(cx, Op, [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), other, cx.none(2) ? one(cx) : at(cx, 2)};
-  });
-}
-// add.Scalar/sub.Scalar with alpha 1, for the Scalar and ScalarList forms.
-template <const char* Op>
-V with_scalar_alpha(Context& cx) {
-  return each(cx, Op, [&](size_t k) { return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), at(cx, 1), one(cx)}; });
-}
-template <const char* Op>
-V with_scalar_list_alpha(Context& cx) {
-  return each(cx, Op, [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), scalar_at(cx, 1, k), one(cx)};
-  });
-}
-
-// _foreach_addcmul/addcdiv(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value=1 | Scalar[] scalars).
-template <const char* Op>
-V pointwise_scalar(Context& cx) {
-  const auto &t1 = list(cx, 1), &t2 = list(cx, 2);
-  return each(cx, Op, [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(t1[k]), tensor_arg(t2[k]),
-                               cx.none(3) ? one(cx) : at(cx, 3)};
-  });
-}
-template <const char* Op>
-V pointwise_scalar_list(Context& cx) {
-  const auto &t1 = list(cx, 1), &t2 = list(cx, 2);
-  return each(cx, Op, [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(t1[k]), tensor_arg(t2[k]), scalar_at(cx, 3, k)};
-  });
-}
-
-// _foreach_lerp(Tensor[] self, Tensor[] tensors1, Scalar weight | Tensor[] weights | Scalar[] weight).
-V lerp_scalar(Context& cx) {
-  const auto& end = list(cx, 1);
-  return each(cx, "aten::lerp.Scalar", [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(end[k]), at(cx, 2)};
-  });
-}
-V lerp_list(Context& cx) {
-  const auto &end = list(cx, 1), &weight = list(cx, 2);
-  return each(cx, "aten::lerp.Tensor", [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(end[k]), tensor_arg(weight[k])};
-  });
-}
-V lerp_scalar_list(Context& cx) {
-  const auto& end = list(cx, 1);
-  return each(cx, "aten::lerp.Scalar", [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]), tensor_arg(end[k]), scalar_at(cx, 2, k)};
-  });
-}
+constexpr Source E(uint8_t i) { return {From::Element, i}; }
+// _foreach_op(Tensor[] self): op(self[k]).
+constexpr Recipe kUnary{{E(0)}, 1};
+// .Scalar(Tensor[] self, Scalar s): op(self[k], s); with add/sub's alpha 1.
+constexpr Recipe kScalar{{E(0), {From::Same, 1}}, 2};
+constexpr Recipe kScalarAlpha{{E(0), {From::Same, 1}, {From::One}}, 3};
+// .ScalarList(Tensor[] self, Scalar[] s): op(self[k], s[k]); with add/sub's alpha 1.
+constexpr Recipe kScalarList{{E(0), {From::ScalarAt, 1}}, 2};
+constexpr Recipe kScalarListAlpha{{E(0), {From::ScalarAt, 1}, {From::One}}, 3};
+// .List(Tensor[] self, Tensor[] other[, Scalar alpha]): op(self[k], other[k][, alpha]).
+constexpr Recipe kList{{E(0), E(1)}, 2};
+constexpr Recipe kListAlpha{{E(0), E(1), {From::OrOne, 2}}, 3};
+// .Tensor(Tensor[] self, Tensor other[, Scalar alpha]): op(self[k], other[, alpha]), other zero-dim.
+constexpr Recipe kTensor{{E(0), {From::ZeroDim, 1}}, 2};
+constexpr Recipe kTensorAlpha{{E(0), {From::ZeroDim, 1}, {From::OrOne, 2}}, 3};
+// addcmul/addcdiv(Tensor[] self, Tensor[] t1, Tensor[] t2, Scalar value=1 | Scalar[] scalars).
+constexpr Recipe kPointwise{{E(0), E(1), E(2), {From::OrOne, 3}}, 4};
+constexpr Recipe kPointwiseList{{E(0), E(1), E(2), {From::ScalarAt, 3}}, 4};
+// lerp(Tensor[] self, Tensor[] end, Scalar weight | Tensor[] weights | Scalar[] weight).
+constexpr Recipe kLerp{{E(0), E(1), {From::Same, 2}}, 3};
+constexpr Recipe kLerpList{{E(0), E(1), E(2)}, 3};
+constexpr Recipe kLerpScalarList{{E(0), E(1), {From::ScalarAt, 2}}, 3};
 
 // _foreach_norm.Scalar(Tensor[] self, Scalar ord=2, ScalarType? dtype): linalg_vector_norm of each, whole.
 V norm(Context& cx) {
-  return each(cx, "aten::linalg_vector_norm", [&](size_t k) {
-    return std::vector<SubArg>{tensor_arg(cx.tensors(0)[k]),
-                               cx.none(1) ? SubArg{Arg::scalar(cx.b.constant(2, DType::I64))} : at(cx, 1),
-                               {Arg::none()},
-                               {Arg::boolean(false)},
-                               cx.none(2) ? SubArg{Arg::none()} : at(cx, 2)};
-  });
+  V out;
+  for (const Value& t : cx.tensors(0))
+    out.push_back(per_tensor(cx, "aten::linalg_vector_norm",
+                             {{Arg::tensor(t)},
+                              cx.none(1) ? SubArg{Arg::scalar(cx.b.constant(2, DType::I64))} : at(cx, 1),
+                              {Arg::none()},
+                              {Arg::boolean(false)},
+                              cx.none(2) ? SubArg{Arg::none()} : at(cx, 2)}));
+  return out;
 }
 
 #define PER_TENSOR_OP(name) constexpr char k_##name[] = "aten::" #name;
@@ -211,6 +190,8 @@ PER_TENSOR_OP(sqrt)
 PER_TENSOR_OP(tan)
 PER_TENSOR_OP(tanh)
 PER_TENSOR_OP(trunc)
+PER_TENSOR_OP(zero)
+PER_TENSOR_OP(max)
 PER_TENSOR_OP(addcmul)
 PER_TENSOR_OP(addcdiv)
 #undef PER_TENSOR_OP
@@ -228,67 +209,86 @@ constexpr char k_clamp_max[] = "aten::clamp_max";
 constexpr char k_clamp_max_tensor[] = "aten::clamp_max.Tensor";
 constexpr char k_pow_tensor_tensor[] = "aten::pow.Tensor_Tensor";
 constexpr char k_pow_tensor_scalar[] = "aten::pow.Tensor_Scalar";
+constexpr char k_lerp_scalar[] = "aten::lerp.Scalar";
+constexpr char k_lerp_tensor[] = "aten::lerp.Tensor";
 
 }  // namespace
 
 std::vector<Entry> foreach_lowerings() {
   std::vector<Entry> t = {
-      {"aten::_foreach_add.Scalar", with_scalar_alpha<k_add_scalar>},
-      {"aten::_foreach_add.ScalarList", with_scalar_list_alpha<k_add_scalar>},
-      {"aten::_foreach_add.List", with_list_alpha<k_add_tensor>},
-      {"aten::_foreach_add.Tensor", with_tensor_alpha<k_add_tensor>},
-      {"aten::_foreach_sub.Scalar", with_scalar_alpha<k_sub_scalar>},
-      {"aten::_foreach_sub.ScalarList", with_scalar_list_alpha<k_sub_scalar>},
-      {"aten::_foreach_sub.List", with_list_alpha<k_sub_tensor>},
-      {"aten::_foreach_mul.Scalar", with_scalar<k_mul_scalar>},
-      {"aten::_foreach_mul.ScalarList", with_scalar_list<k_mul_scalar>},
-      {"aten::_foreach_mul.List", with_list<k_mul_tensor>},
-      {"aten::_foreach_mul.Tensor", with_tensor<k_mul_tensor>},
-      {"aten::_foreach_div.Scalar", with_scalar<k_div_scalar>},
-      {"aten::_foreach_div.ScalarList", with_scalar_list<k_div_scalar>},
-      {"aten::_foreach_div.List", with_list<k_div_tensor>},
-      {"aten::_foreach_div.Tensor", with_tensor<k_div_tensor>},
+      {"aten::_foreach_add.Scalar", apply<k_add_scalar, kScalarAlpha>},
+      {"aten::_foreach_add.ScalarList", apply<k_add_scalar, kScalarListAlpha>},
+      {"aten::_foreach_add.List", apply<k_add_tensor, kListAlpha>},
+      {"aten::_foreach_add.Tensor", apply<k_add_tensor, kTensorAlpha>},
+      {"aten::_foreach_sub.Scalar", apply<k_sub_scalar, kScalarAlpha>},
+      {"aten::_foreach_sub.ScalarList", apply<k_sub_scalar, kScalarListAlpha>},
+      {"aten::_foreach_sub.List", apply<k_sub_tensor, kListAlpha>},
+      {"aten::_foreach_mul.Scalar", apply<k_mul_scalar, kScalar>},
+      {"aten::_foreach_mul.ScalarList", apply<k_mul_scalar, kScalarList>},
+      {"aten::_foreach_mul.List", apply<k_mul_tensor, kList>},
+      {"aten::_foreach_mul.Tensor", apply<k_mul_tensor, kTensor>},
+      {"aten::_foreach_div.Scalar", apply<k_div_scalar, kScalar>},
+      {"aten::_foreach_div.ScalarList", apply<k_div_scalar, kScalarList>},
+      {"aten::_foreach_div.List", apply<k_div_tensor, kList>},
+      {"aten::_foreach_div.Tensor", apply<k_div_tensor, kTensor>},
       // ATen computes maximum/minimum with a scalar or a list as clamp_min/clamp_max.
-      {"aten::_foreach_clamp_min.Scalar", with_scalar<k_clamp_min>},
-      {"aten::_foreach_clamp_min.ScalarList", with_scalar_list<k_clamp_min>},
-      {"aten::_foreach_clamp_min.List", with_list<k_clamp_min_tensor>},
-      {"aten::_foreach_maximum.Scalar", with_scalar<k_clamp_min>},
-      {"aten::_foreach_maximum.ScalarList", with_scalar_list<k_clamp_min>},
-      {"aten::_foreach_maximum.List", with_list<k_clamp_min_tensor>},
-      {"aten::_foreach_clamp_max.Scalar", with_scalar<k_clamp_max>},
-      {"aten::_foreach_clamp_max.ScalarList", with_scalar_list<k_clamp_max>},
-      {"aten::_foreach_clamp_max.List", with_list<k_clamp_max_tensor>},
-      {"aten::_foreach_minimum.Scalar", with_scalar<k_clamp_max>},
-      {"aten::_foreach_minimum.ScalarList", with_scalar_list<k_clamp_max>},
-      {"aten::_foreach_minimum.List", with_list<k_clamp_max_tensor>},
-      {"aten::_foreach_pow.Scalar", with_scalar<k_pow_tensor_scalar>},
-      {"aten::_foreach_pow.ScalarList", with_scalar_list<k_pow_tensor_scalar>},
-      {"aten::_foreach_pow.List", with_list<k_pow_tensor_tensor>},
-      {"aten::_foreach_addcmul.Scalar", pointwise_scalar<k_addcmul>},
-      {"aten::_foreach_addcmul.ScalarList", pointwise_scalar_list<k_addcmul>},
-      {"aten::_foreach_addcdiv.Scalar", pointwise_scalar<k_addcdiv>},
-      {"aten::_foreach_addcdiv.ScalarList", pointwise_scalar_list<k_addcdiv>},
-      {"aten::_foreach_lerp.Scalar", lerp_scalar},
-      {"aten::_foreach_lerp.List", lerp_list},
-      {"aten::_foreach_lerp.ScalarList", lerp_scalar_list},
+      {"aten::_foreach_clamp_min.Scalar", apply<k_clamp_min, kScalar>},
+      {"aten::_foreach_clamp_min.ScalarList", apply<k_clamp_min, kScalarList>},
+      {"aten::_foreach_clamp_min.List", apply<k_clamp_min_tensor, kList>},
+      {"aten::_foreach_maximum.Scalar", apply<k_clamp_min, kScalar>},
+      {"aten::_foreach_maximum.ScalarList", apply<k_clamp_min, kScalarList>},
+      {"aten::_foreach_maximum.List", apply<k_clamp_min_tensor, kList>},
+      {"aten::_foreach_clamp_max.Scalar", apply<k_clamp_max, kScalar>},
+      {"aten::_foreach_clamp_max.ScalarList", apply<k_clamp_max, kScalarList>},
+      {"aten::_foreach_clamp_max.List", apply<k_clamp_max_tensor, kList>},
+      {"aten::_foreach_minimum.Scalar", apply<k_clamp_max, kScalar>},
+      {"aten::_foreach_minimum.ScalarList", apply<k_clamp_max, kScalarList>},
+      {"aten::_foreach_minimum.List", apply<k_clamp_max_tensor, kList>},
+      {"aten::_foreach_pow.Scalar", apply<k_pow_tensor_scalar, kScalar>},
+      {"aten::_foreach_pow.ScalarList", apply<k_pow_tensor_scalar, kScalarList>},
+      {"aten::_foreach_pow.List", apply<k_pow_tensor_tensor, kList>},
+      {"aten::_foreach_addcmul.Scalar", apply<k_addcmul, kPointwise>},
+      {"aten::_foreach_addcmul.ScalarList", apply<k_addcmul, kPointwiseList>},
+      {"aten::_foreach_addcdiv.Scalar", apply<k_addcdiv, kPointwise>},
+      {"aten::_foreach_addcdiv.ScalarList", apply<k_addcdiv, kPointwiseList>},
+      {"aten::_foreach_lerp.Scalar", apply<k_lerp_scalar, kLerp>},
+      {"aten::_foreach_lerp.List", apply<k_lerp_tensor, kLerpList>},
+      {"aten::_foreach_lerp.ScalarList", apply<k_lerp_scalar, kLerpScalarList>},
       {"aten::_foreach_norm.Scalar", norm, Traits().fixes(1, kNormFixedOrders)},
+      {"aten::_foreach_abs", apply<k_abs, kUnary>, Traits().refuses_complex_in_place(kAbsInPlaceOfComplex)},
   };
   const std::vector<std::pair<const char*, LowerFn>> unaries = {
-      {"aten::_foreach_abs", unary<k_abs>},         {"aten::_foreach_acos", unary<k_acos>},
-      {"aten::_foreach_asin", unary<k_asin>},       {"aten::_foreach_atan", unary<k_atan>},
-      {"aten::_foreach_ceil", unary<k_ceil>},       {"aten::_foreach_cos", unary<k_cos>},
-      {"aten::_foreach_cosh", unary<k_cosh>},       {"aten::_foreach_erf", unary<k_erf>},
-      {"aten::_foreach_erfc", unary<k_erfc>},       {"aten::_foreach_exp", unary<k_exp>},
-      {"aten::_foreach_expm1", unary<k_expm1>},     {"aten::_foreach_floor", unary<k_floor>},
-      {"aten::_foreach_frac", unary<k_frac>},       {"aten::_foreach_lgamma", unary<k_lgamma>},
-      {"aten::_foreach_log", unary<k_log>},         {"aten::_foreach_log10", unary<k_log10>},
-      {"aten::_foreach_log1p", unary<k_log1p>},     {"aten::_foreach_log2", unary<k_log2>},
-      {"aten::_foreach_neg", unary<k_neg>},         {"aten::_foreach_reciprocal", unary<k_reciprocal>},
-      {"aten::_foreach_round", unary<k_round>},     {"aten::_foreach_rsqrt", unary<k_rsqrt>},
-      {"aten::_foreach_sigmoid", unary<k_sigmoid>}, {"aten::_foreach_sign", unary<k_sign>},
-      {"aten::_foreach_sin", unary<k_sin>},         {"aten::_foreach_sinh", unary<k_sinh>},
-      {"aten::_foreach_sqrt", unary<k_sqrt>},       {"aten::_foreach_tan", unary<k_tan>},
-      {"aten::_foreach_tanh", unary<k_tanh>},       {"aten::_foreach_trunc", unary<k_trunc>},
+      {"aten::_foreach_acos", apply<k_acos, kUnary>},
+      {"aten::_foreach_asin", apply<k_asin, kUnary>},
+      {"aten::_foreach_atan", apply<k_atan, kUnary>},
+      {"aten::_foreach_ceil", apply<k_ceil, kUnary>},
+      {"aten::_foreach_cos", apply<k_cos, kUnary>},
+      {"aten::_foreach_cosh", apply<k_cosh, kUnary>},
+      {"aten::_foreach_erf", apply<k_erf, kUnary>},
+      {"aten::_foreach_erfc", apply<k_erfc, kUnary>},
+      {"aten::_foreach_exp", apply<k_exp, kUnary>},
+      {"aten::_foreach_expm1", apply<k_expm1, kUnary>},
+      {"aten::_foreach_floor", apply<k_floor, kUnary>},
+      {"aten::_foreach_frac", apply<k_frac, kUnary>},
+      {"aten::_foreach_lgamma", apply<k_lgamma, kUnary>},
+      {"aten::_foreach_log", apply<k_log, kUnary>},
+      {"aten::_foreach_log10", apply<k_log10, kUnary>},
+      {"aten::_foreach_log1p", apply<k_log1p, kUnary>},
+      {"aten::_foreach_log2", apply<k_log2, kUnary>},
+      {"aten::_foreach_neg", apply<k_neg, kUnary>},
+      {"aten::_foreach_reciprocal", apply<k_reciprocal, kUnary>},
+      {"aten::_foreach_round", apply<k_round, kUnary>},
+      {"aten::_foreach_rsqrt", apply<k_rsqrt, kUnary>},
+      {"aten::_foreach_sigmoid", apply<k_sigmoid, kUnary>},
+      {"aten::_foreach_sign", apply<k_sign, kUnary>},
+      {"aten::_foreach_sin", apply<k_sin, kUnary>},
+      {"aten::_foreach_sinh", apply<k_sinh, kUnary>},
+      {"aten::_foreach_sqrt", apply<k_sqrt, kUnary>},
+      {"aten::_foreach_tan", apply<k_tan, kUnary>},
+      {"aten::_foreach_tanh", apply<k_tanh, kUnary>},
+      {"aten::_foreach_trunc", apply<k_trunc, kUnary>},
+      {"aten::_foreach_zero", apply<k_zero, kUnary>},
+      {"aten::_foreach_max", apply<k_max, kUnary>},
   };
   for (const auto& [name, fn] : unaries) t.push_back({name, fn});
   return t;

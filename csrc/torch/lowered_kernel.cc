@@ -191,6 +191,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     def_.shape_generic = traits_.shape_generic;
     prepare_ = prepare_fn(traits_.prepare);
     expand_masks_ = traits_.expand_masks && types_.size() > 1 && types_[1] == ArgType::OptTensorList;
+    for (size_t i = 0; i < types_.size(); ++i)
+      if (types_[i] == ArgType::ScalarList) scalar_list_ = static_cast<int>(i);
     returns_list_ = returns_ > 0 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const auto& a = schema.arguments()[i];
@@ -349,9 +351,8 @@ class LoweredKernel final : public c10::OperatorKernel {
     }
     // A Scalar[]'s elements are runtime scalars after all other arguments
     // (foreach.cc's scalar_at reads them there).
-    for (size_t i = 0; i < types_.size(); ++i)
-      if (types_[i] == ArgType::ScalarList && !args[i].isNone())
-        for (const c10::IValue& e : args[i].toListRef()) set_scalar(call.args.emplace_back(), e.toScalar());
+    if (scalar_list_ >= 0 && !args[scalar_list_].isNone())
+      for (const c10::IValue& e : args[scalar_list_].toListRef()) set_scalar(call.args.emplace_back(), e.toScalar());
 
     c10::SmallVector<at::Tensor, 4> outs;
     if (variant_ == Variant::Out)
@@ -399,11 +400,15 @@ class LoweredKernel final : public c10::OperatorKernel {
     c10::IValue self;
     if (variant_ == Variant::InPlace) {
       self = args[written_.front()];
+      auto target = [&](const at::Tensor& t) {
+        TORCH_CHECK(!traits_.in_place_refuses_complex || !t.is_complex(), traits_.in_place_refuses_complex);
+        call.targets.push_back(ref_of(t));
+      };
       for (size_t i : written_) {
         if (args[i].isTensor())
-          call.targets.push_back(ref_of(args[i].toTensor()));
+          target(args[i].toTensor());
         else
-          for (const at::Tensor& t : args[i].toTensorList().vec()) call.targets.push_back(ref_of(t));
+          for (const at::Tensor& t : args[i].toTensorList().vec()) target(t);
       }
     }
     // A functional op that updates arguments: results first, then the new
@@ -525,6 +530,7 @@ class LoweredKernel final : public c10::OperatorKernel {
   bool returns_bool_ = false;  // a Python bool (aten::equal)
   PrepareFn prepare_ = nullptr;
   bool expand_masks_ = false;
+  int scalar_list_ = -1;            // the position of the schema's Scalar[] (foreach ops have at most one)
   std::string base_name_;           // "any" for aten::any.dims
   bool out_checked_first_ = false;  // set with registered_
   bool out_generated_ = false;      // an out= form with no CPU kernel of its own (set with registered_)

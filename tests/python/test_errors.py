@@ -58,9 +58,23 @@ def test_unsupported_dtype():
 
 
 def test_inplace_result_cannot_be_cast():
-    x = torch.ones(3, dtype=torch.int64, device=TPU)
-    with pytest.raises(RuntimeError, match="can't be cast"):
-        x.add_(1.5)
+    for device in ("cpu", TPU):  # an empty tensor is refused too, as on CPU
+        for x in (torch.ones(3, dtype=torch.int64, device=device), torch.ones(0, 2, dtype=torch.int64, device=device)):
+            with pytest.raises(RuntimeError, match="can't be cast"):
+                x.add_(1.5)
+            with pytest.raises(RuntimeError, match="can't be cast"):
+                x.tan_()
+    still_works()
+
+
+def test_inplace_abs_of_complex_is_refused_as_on_cpu():
+    for device in ("cpu", TPU):
+        z = torch.tensor([3 + 4j, -1j], device=device)
+        with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+            z.abs_()
+        with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+            torch._foreach_abs_([torch.ones(2, device=device), z])
+        assert z.cpu().tolist() == [3 + 4j, -1j]  # nothing written
     still_works()
 
 

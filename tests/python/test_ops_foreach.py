@@ -107,3 +107,23 @@ def test_bad_lists_raise_as_on_cpu_and_the_device_keeps_working(call, message):
             torch_pjrt.synchronize()
     ts = [t.to(DEVICE) for t in tensors()]
     assert_close(torch._foreach_neg(ts), torch._foreach_neg(tensors()))
+
+
+def test_zero_and_max_of_each_tensor_match_cpu():
+    """_foreach_max reduces each tensor whole; _foreach_zero_ zeroes each, a non-contiguous view included."""
+
+    def run(device):
+        ts = to_device(tensors(), device)
+        base = torch.zeros(4, 6, device=device)
+        view = base[:, 1::2]
+        view.copy_(ts[2].t())
+        maxes = torch._foreach_max(ts + [view])
+        torch._foreach_zero_(ts + [view])
+        return list(maxes) + ts + [base]
+
+    torch_pjrt.reset_metrics()
+    assert_close(run(DEVICE), run(torch.device("cpu")))
+    calls = torch_pjrt.metrics()["op_calls"]
+    assert calls.get("aten::_foreach_max") == 1 and calls.get("aten::_foreach_zero") == 1, (
+        calls
+    )  # in-place calls count as their functional op
