@@ -28,7 +28,9 @@ within the round so machine noise hits them alike; a block ends with
 median steps/s over the blocks with [min-max]. ops/region is fused mode's mean
 ops per region over the timed blocks (max in parentheses), from ``metrics()``
 once fused mode reports it. Notes below the table: compiles during the timed
-blocks, CPU fallback ops, fused mode's flushes per step by reason. A mode that
+blocks, CPU fallback ops, the share of each tpu mode's time the host spent
+waiting for the device (metrics' wait_seconds: near 100% means the device's
+programs bound the step), fused mode's flushes per step by reason. A mode that
 raises NotImplementedError (fused, until it lands) is skipped and shows "-".
 Ends with the line ``eager_modes models=N geomean_fused_over_strict=X
 geomean_fused_over_cpu=Y geomean_strict_over_cpu=Z`` (geometric means over the
@@ -248,7 +250,7 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
                 continue
             rates[mode].append(args.steps / seconds)
             if met is not None:
-                mets[mode].append(met)
+                mets[mode].append({**met, "block_seconds": seconds})
     rates = {mode: r for mode, r in rates.items() if mode in steppers and r}
     for mode, r in rates.items():
         cells[mode] = f"{fmt_rate(statistics.median(r))} [{fmt_rate(min(r))}-{fmt_rate(max(r))}]"
@@ -261,6 +263,14 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
         if fallbacks:
             listed = ", ".join(f"{k} x{v}" for k, v in fallbacks.items())
             notes.append(f"{workload} {mode}: CPU fallback ops: {listed}")
+    waits = {
+        mode: statistics.median(m["wait_seconds"] / m["block_seconds"] for m in ms)
+        for mode, ms in mets.items()
+        if ms and all("wait_seconds" in m for m in ms)
+    }
+    if waits:  # near 100%: the device bounds the step, and no mode can beat its programs' time
+        listed = ", ".join(f"{mode} {100 * w:.0f}%" for mode, w in waits.items())
+        notes.append(f"{workload}: share of the time the host waited for the device (median): {listed}")
     flushes = collections.Counter()
     for m in mets.get("fused", []):
         flushes.update(m.get("flush_reasons", {}) or {})

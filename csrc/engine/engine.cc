@@ -672,6 +672,7 @@ CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& cal
   if (exact_fresh) metrics_.bucketed(padded);
 
   if (mode() == Mode::Debug) {
+    WaitTimer timer(metrics_);
     for (const auto& b : s.outs) {
       try {
         b->wait_ready();

@@ -415,10 +415,10 @@ class Engine {
   ShapeHistory shapes_;
   UploadHistory uploads_;
   bool buckets_ = true;
-  Executor executor_;
+  MetricsRecorder metrics_;
+  Executor executor_{metrics_};
   std::once_flag copies_once_;
   std::unique_ptr<CopyThread> copies_;  // made at the first non-blocking upload
-  MetricsRecorder metrics_;
   // Uploaded runtime scalars by (bits, dtype and device), reused across calls.
   struct ScalarKey {
     uint64_t bits;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 namespace torch_pjrt::engine {
 
@@ -94,13 +95,19 @@ void Executor::retire(const runtime::BufferPtr& output, std::vector<runtime::Buf
 
 void Executor::reap(bool all) {
   std::vector<std::pair<runtime::Event, std::vector<runtime::BufferPtr>>> ran;
+  bool blocks = false;  // some program has not run yet
   {
     std::lock_guard<std::mutex> g(mu_);
-    while (!retired_.empty() && (all || retired_.size() > kMaxRetired || retired_.front().first.is_ready())) {
+    while (!retired_.empty()) {
+      const bool ready = retired_.front().first.is_ready();
+      if (!ready && !all && retired_.size() <= kMaxRetired) break;
+      blocks |= !ready;
       ran.push_back(std::move(retired_.front()));
       retired_.pop_front();
     }
   }
+  std::optional<WaitTimer> timer;
+  if (blocks) timer.emplace(metrics_);
   for (auto& [done, buffers] : ran) {
     try {
       done.wait();
@@ -127,6 +134,8 @@ void Executor::await(size_t keep) {
       in_flight_.pop_front();
     }
   }
+  if (alive.empty()) return;
+  WaitTimer timer(metrics_);
   for (auto& [buffer, op] : alive) {
     if (buffer->donated()) continue;  // a later program consumed it: this one ran before
     try {
@@ -178,6 +187,8 @@ void Executor::await_transfers() {
     std::lock_guard<std::mutex> g(mu_);
     transfers.swap(transfers_);
   }
+  if (transfers.empty()) return;
+  WaitTimer timer(metrics_);
   for (auto& [done, what] : transfers) {
     std::string error = done->error();
     if (!error.empty()) throw runtime::Error(-1, what + " failed (reported at this sync point): " + error);

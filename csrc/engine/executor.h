@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/metrics.h"
 #include "lowering/context.h"
 #include "runtime/pjrt.h"
 
@@ -111,6 +112,8 @@ using CompletionPtr = std::shared_ptr<Completion>;
 
 class Executor {
  public:
+  // `metrics` (which must outlive this) counts the time its waits block.
+  explicit Executor(MetricsRecorder& metrics) : metrics_(metrics) {}
   // Records a program just enqueued for `op` (a name that lives for the
   // process) by its first output. Past kMaxInFlight programs the oldest half
   // is awaited.
@@ -141,6 +144,7 @@ class Executor {
   // when `all`), outside the lock.
   void reap(bool all);
 
+  MetricsRecorder& metrics_;
   static constexpr size_t kMaxInFlight = 4096;
   static constexpr size_t kMaxRetired = 256;
   std::mutex mu_;

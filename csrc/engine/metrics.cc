@@ -33,6 +33,11 @@ void MetricsRecorder::synced() {
   m_.syncs++;
 }
 
+void MetricsRecorder::waited(double seconds) {
+  std::lock_guard<std::mutex> g(mu_);
+  m_.wait_seconds += seconds;
+}
+
 void MetricsRecorder::flushed(const char* reason, int64_t calls) {
   std::lock_guard<std::mutex> g(mu_);
   m_.regions++;

@@ -3,6 +3,7 @@
 // Thread-safety: all methods may be called from any thread at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -21,6 +22,10 @@ struct Metrics {
   int64_t syncs = 0;
   int64_t donations = 0;  // input buffers given to the program that overwrote them
   double compile_seconds = 0;
+  // Seconds host threads spent blocked until device work finished (sync
+  // points, too many programs in flight, debug mode's per-op wait): high
+  // when the device, not the host, bounds the step.
+  double wait_seconds = 0;
   // Programs loaded from the persistent tiers, and the seconds that took
   // (reading, checking and deserialising); `disk` has the tiers' counters.
   int64_t disk_loads = 0;
@@ -57,6 +62,7 @@ class MetricsRecorder {
   void cache_hit();
   void executed(int64_t donations);
   void synced();
+  void waited(double seconds);
   void flushed(const char* reason, int64_t calls);
   void replayed();
   void graph_replayed();
@@ -73,6 +79,19 @@ class MetricsRecorder {
   std::mutex mu_;
   Metrics m_;
   std::vector<OpDef*> ops_;
+};
+
+// Adds the seconds from its construction to its destruction to `metrics`'
+// wait_seconds: put one around a wait for device work.
+class WaitTimer {
+ public:
+  explicit WaitTimer(MetricsRecorder& metrics) : metrics_(metrics), start_(std::chrono::steady_clock::now()) {}
+  ~WaitTimer() { metrics_.waited(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()); }
+  WaitTimer(const WaitTimer&) = delete;
+
+ private:
+  MetricsRecorder& metrics_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace torch_pjrt::engine

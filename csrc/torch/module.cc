@@ -264,6 +264,7 @@ PYBIND11_MODULE(_C, m) {
     d["syncs"] = mt.syncs;
     d["donations"] = mt.donations;
     d["compile_seconds"] = mt.compile_seconds;
+    d["wait_seconds"] = mt.wait_seconds;
     py::dict fb;
     for (const auto& [k, v] : mt.fallback_ops) fb[py::str(k)] = v;
     d["fallback_ops"] = fb;

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -75,11 +76,31 @@ def test_metrics_keys_and_reset():
     torch_pjrt.reset_metrics()
     (torch.ones(3, device=TPU) * 2).cpu()
     m = torch_pjrt.metrics()
-    for key in ("compiles", "cache_hits", "executions", "syncs", "compile_seconds", "fallback_ops"):
+    for key in ("compiles", "cache_hits", "executions", "syncs", "compile_seconds", "wait_seconds", "fallback_ops"):
         assert key in m
     assert m["executions"] >= 1 and m["syncs"] >= 1
     torch_pjrt.reset_metrics()
     assert torch_pjrt.metrics()["executions"] == 0
+
+
+def test_wait_seconds_counts_the_host_blocked_on_device_work():
+    """A sync behind long device work waits; a sync with nothing left to run waits (almost) not at all."""
+    x = torch.randn(1024, 1024, device=TPU)
+    work = lambda: [x @ x @ x @ x for _ in range(4)]  # noqa: E731
+    work()
+    torch_pjrt.synchronize()  # compiled and run once
+    torch_pjrt.reset_metrics()
+    assert torch_pjrt.metrics()["wait_seconds"] == 0
+    start = time.perf_counter()
+    results = work()  # alive, so the sync waits for them
+    torch_pjrt.synchronize()
+    elapsed = time.perf_counter() - start
+    waited = torch_pjrt.metrics()["wait_seconds"]
+    assert 0 < waited <= elapsed
+    del results
+    torch_pjrt.reset_metrics()
+    torch_pjrt.synchronize()
+    assert torch_pjrt.metrics()["wait_seconds"] < waited
 
 
 def test_changing_python_scalars_never_recompiles():
