@@ -205,7 +205,14 @@ DType ResultType::result() const {
       out = acc_[k];
       have = true;
     } else if (category(acc_[k]) > category(out)) {
-      out = promote_types(out, acc_[k]);
+      // A lower-priority operand lifts the category only: a float keeps its
+      // width as complex (float32 with a complex128 scalar is complex64).
+      if (is_complex(acc_[k]) && is_floating(out)) {
+        if (out == DType::F16) throw UnsupportedDType("ComplexHalf");
+        out = complex_type(out == DType::BF16 ? DType::F32 : out);
+      } else {
+        out = promote_types(out, acc_[k]);
+      }
     }
   }
   if (!have) throw std::invalid_argument("result_type needs at least one operand");

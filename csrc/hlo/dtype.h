@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -97,9 +98,15 @@ DType promote_types(DType a, DType b);
 // torch.can_cast: may an operation whose result is `from` write into `to`?
 bool can_cast(DType from, DType to);
 
+// A dtype PyTorch would give a result but the device has none of
+// (ComplexHalf: a float16 tensor meeting a complex scalar).
+struct UnsupportedDType : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // PyTorch's type promotion over operands of three priorities: tensors with
 // dimensions, zero-dim tensors, and wrapped Python numbers. Feed every operand
-// with add(); result() gives torch.result_type.
+// with add(); result() gives torch.result_type, or throws UnsupportedDType.
 class ResultType {
  public:
   enum class Kind { Dimensioned, ZeroDim, Wrapped };

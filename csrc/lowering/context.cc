@@ -69,7 +69,11 @@ DType Context::result_type(std::initializer_list<size_t> idx) const {
       rt.add(a.value.dtype(),
              a.value.rank() == 0 ? hlo::ResultType::Kind::ZeroDim : hlo::ResultType::Kind::Dimensioned);
   }
-  return rt.result();
+  try {
+    return rt.result();
+  } catch (const hlo::UnsupportedDType& e) {
+    fail(std::string("dtype ") + e.what() + " is not supported on the tpu device", ErrorKind::NotImplemented);
+  }
 }
 
 int64_t Context::dim(int64_t d, int64_t rank) const {

@@ -37,6 +37,22 @@ TEST(DType, ResultTypeRespectsOperandPriority) {
   EXPECT_EQ(d.result(), DType::U8);
 }
 
+// Values from torch.result_type: a complex operand of lower priority lifts a
+// float to complex at the float's width.
+TEST(DType, ResultTypeLiftsAFloatToComplexAtItsWidth) {
+  auto result = [](DType dimensioned, DType other, ResultType::Kind kind) {
+    ResultType r;
+    r.add(dimensioned, ResultType::Kind::Dimensioned);
+    r.add(other, kind);
+    return r.result();
+  };
+  EXPECT_EQ(result(DType::F32, DType::C128, ResultType::Kind::ZeroDim), DType::C64);
+  EXPECT_EQ(result(DType::F64, DType::C64, ResultType::Kind::Wrapped), DType::C128);
+  EXPECT_EQ(result(DType::BF16, DType::C64, ResultType::Kind::Wrapped), DType::C64);
+  EXPECT_EQ(result(DType::I64, DType::C128, ResultType::Kind::ZeroDim), DType::C128);
+  EXPECT_THROW(result(DType::F16, DType::C64, ResultType::Kind::Wrapped), UnsupportedDType);  // ComplexHalf
+}
+
 TEST(DType, LiteralsSpellNonFiniteAsHex) {
   EXPECT_EQ(literal(-INFINITY, DType::F32), "0xFF800000");
   EXPECT_EQ(literal(-INFINITY, DType::BF16), "0xFF80");

@@ -67,6 +67,19 @@ def test_inplace_result_cannot_be_cast():
     still_works()
 
 
+def test_complex_results_take_cpu_dtypes_and_complex_half_is_refused():
+    """A float tensor meeting a complex scalar becomes complex at its own width, as torch.result_type says."""
+    for dtype, other in [(torch.float32, torch.tensor(2j, dtype=torch.complex128)), (torch.bfloat16, 2j)]:
+        x = torch.ones(3, dtype=dtype)
+        other_tpu = other.to(TPU) if isinstance(other, torch.Tensor) else other
+        result = x.to(TPU) * other_tpu
+        assert result.dtype == (x * other).dtype
+        assert torch.equal(result.cpu(), x * other)
+    with pytest.raises(NotImplementedError, match="ComplexHalf is not supported on the tpu device"):
+        torch.ones(3, dtype=torch.float16, device=TPU) * (1 - 2j)  # CPU gives complex32, which the device lacks
+    still_works()
+
+
 def test_inplace_abs_of_complex_is_refused_as_on_cpu():
     for device in ("cpu", TPU):
         z = torch.tensor([3 + 4j, -1j], device=device)
