@@ -876,25 +876,25 @@ bool Engine::plan_bucketed(const OpCall& call, const ProgramKey& exact_key, Call
 void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned) {
   // The user's line, asked before the lock (it takes the GIL).
   std::string location = planned.has_checks && location_hook_ ? location_hook_() : std::string();
-  OpCall joined = call;
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
+  OpCall joined = region_.recycled();
+  joined = call;
   // Fresh results become whole writes of their new storages.
   size_t j = 0;
-  auto fresh_ref = [&](size_t k) {
+  auto set_fresh = [&](TensorRef& r, size_t k) {
     const hlo::TensorType& t = (*planned.types)[k];
-    TensorRef r;
     r.slot = fresh[k];
     r.view.dtype = t.dtype;
     r.view.sizes = t.dims;
+    r.view.offset = 0;
     r.view.strides.assign(t.dims.size(), 1);
     for (size_t d = t.dims.size(); d-- > 1;)
       r.view.strides[d - 1] = r.view.strides[d] * std::max<int64_t>(t.dims[d], 1);
-    return r;
   };
   for (auto& target : joined.targets)
-    if (!target.slot && j < fresh.size()) target = fresh_ref(j++);
-  while (j < fresh.size()) joined.targets.push_back(fresh_ref(j++));
+    if (!target.slot && j < fresh.size()) set_fresh(target, j++);
+  while (j < fresh.size()) set_fresh(joined.targets.emplace_back(), j++);
 
-  std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (capturing_ && std::this_thread::get_id() != capture_thread_) capture_ok_ = false;
   // A graph with no symbolic sizes fixes the offsets of its own storages (call.h).
   joined.static_values = capturing_ && capture_ok_ && !capture_dynamic_;

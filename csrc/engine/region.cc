@@ -95,12 +95,16 @@ ProgramKey Region::key() const {
   return k;
 }
 
+OpCall Region::recycled() { return next_spare_ < spare_.size() ? std::move(spare_[next_spare_++]) : OpCall(); }
+
 std::vector<Slot*> Region::clear() {
   std::vector<Slot*> gone;
   for (size_t i = 0; i < slots.size(); ++i) {
     slots[i]->region_index_.store(-1, std::memory_order_release);
     if (dead[i]) gone.push_back(slots[i]);
   }
+  spare_.swap(calls);
+  next_spare_ = 0;
   calls.clear();
   locations.clear();
   plans.clear();

@@ -64,6 +64,10 @@ class Region {
   // Forgets every call; unmarks every slot; returns the dead slots (to be
   // deleted by the caller).
   std::vector<Slot*> clear();
+  // An OpCall to copy the next call into: one of the last region's, whose
+  // vectors keep their capacity, so that a loop's regions join calls
+  // without allocating (or a new one).
+  OpCall recycled();
 
   int device = 0;
   std::vector<OpCall> calls;
@@ -86,6 +90,8 @@ class Region {
     BucketedRef ref;
   };
   std::vector<FreshWrite> fresh_writes_;
+  std::vector<OpCall> spare_;  // the last region's calls, for recycled()
+  size_t next_spare_ = 0;
   void mark_forwards(const OpCall& call, BucketPlan& plan);
   void record_writes(const OpCall& call, const BucketPlan* plan);
 };

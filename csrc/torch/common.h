@@ -25,6 +25,11 @@ engine::ViewSpec view_of(const at::Tensor& t);
 // Writes t's view into `v`, reusing its storage.
 void view_into(const at::Tensor& t, engine::ViewSpec& v);
 inline engine::CallArg::TensorRef ref_of(const at::Tensor& t) { return {slot_of(t), view_of(t)}; }
+// ref_of into an existing reference, reusing its view's storage.
+inline void set_ref(engine::CallArg::TensorRef& r, const at::Tensor& t) {
+  r.slot = slot_of(t);
+  view_into(t, r.view);
+}
 
 c10::Allocator* tpu_allocator();
 // Passes torch.get_float32_matmul_precision() to the engine when it changed

@@ -264,16 +264,20 @@ class LoweredKernel final : public c10::OperatorKernel {
           break;
         case ArgType::TensorList: {
           a.kind = Kind::TensorList;
-          for (const at::Tensor& t : v.toTensorList().vec()) {
+          const c10::List<at::Tensor> tensors = v.toTensorList();
+          a.list.resize(tensors.size());  // the pool's elements keep their storage
+          for (size_t k = 0; k < tensors.size(); ++k) {
+            const at::Tensor t = tensors.get(k);
             TORCH_CHECK(t.is_privateuseone(), "Expected all tensors to be on the same device, but found ", t.device());
             dc.see(t);
-            a.list.push_back(ref_of(t));
+            set_ref(a.list[k], t);
             a.present.push_back(1);
           }
           break;
         }
         case ArgType::OptTensorList: {
           a.kind = Kind::TensorList;
+          a.list.clear();
           for (const c10::IValue& e : v.toListRef()) {
             bool has = !e.isNone() && e.toTensor().defined();
             a.present.push_back(has);

@@ -85,9 +85,11 @@ class PooledCall {
   // Back to a default OpCall, keeping the argument vectors' storage.
   static void reset(OpCall& c) {
     for (CallArg& a : c.args) {
+      // A list keeps its elements (their views' storage) for the next list
+      // at this position, which resizes it; kind None hides it meanwhile.
+      if (a.kind != CallArg::Kind::TensorList) a.list.clear();
       a.kind = CallArg::Kind::None;
       a.tensor.slot = nullptr;
-      a.list.clear();
       a.present.clear();
       a.scalar_dtype = hlo::DType::F64;
       a.host_tensor = false;
