@@ -155,7 +155,7 @@ bool static_box(const ViewSpec& v, int64_t storage_numel, StaticBox* out) {
 Access access_of(const ViewSpec& v, int64_t storage_numel) {
   if (v.numel() == 0) return Access::Empty;
   if (v.is_contiguous()) return v.numel() == storage_numel ? Access::Whole : Access::Contiguous;
-  std::vector<int64_t> box;
+  thread_local std::vector<int64_t> box;  // reused: program keys ask this of every view
   return box_dims(v, &box) ? Access::Box : Access::Gather;
 }
 
