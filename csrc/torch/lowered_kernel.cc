@@ -406,7 +406,7 @@ class LoweredKernel final : public c10::OperatorKernel {
       self = args[written_.front()];
       auto target = [&](const at::Tensor& t) {
         TORCH_CHECK(!traits_.in_place_refuses_complex || !t.is_complex(), traits_.in_place_refuses_complex);
-        call.targets.push_back(ref_of(t));
+        PooledCall::add_target(call, t);
       };
       for (size_t i : written_) {
         if (args[i].isTensor())
@@ -420,14 +420,14 @@ class LoweredKernel final : public c10::OperatorKernel {
     if ((variant_ == Variant::Functional || variant_ == Variant::Out) && !written_.empty()) {
       call.targets.resize(returns_);
       for (size_t i : written_)
-        if (args[i].isTensor() && args[i].toTensor().defined()) call.targets.push_back(ref_of(args[i].toTensor()));
+        if (args[i].isTensor() && args[i].toTensor().defined()) PooledCall::add_target(call, args[i].toTensor());
     }
     if (variant_ == Variant::OutDirect)
       for (size_t i = 0; i < types_.size(); ++i)
         if (out_index_[i]) {
           if (check_overlap_) at::assert_no_internal_overlap(args[i].toTensor());
           outs.push_back(args[i].toTensor());
-          call.targets.push_back(ref_of(outs.back()));
+          PooledCall::add_target(call, outs.back());
         }
 
     call.defer_checks = variant_ == Variant::Out;

@@ -80,6 +80,17 @@ class PooledCall {
   PooledCall(const PooledCall&) = delete;
   OpCall& operator*() { return *call_; }
   OpCall* operator->() { return call_; }
+  // Appends to c.targets a view of `t`, in a reference whose storage a call
+  // of this thread left behind (in-place foreach calls write long lists).
+  static void add_target(OpCall& c, const at::Tensor& t) {
+    if (t_spare_targets.empty()) {
+      c.targets.emplace_back();
+    } else {
+      c.targets.push_back(std::move(t_spare_targets.back()));
+      t_spare_targets.pop_back();
+    }
+    set_ref(c.targets.back(), t);
+  }
 
  private:
   // Back to a default OpCall, keeping the argument vectors' storage.
@@ -102,12 +113,16 @@ class PooledCall {
     }
     c.op = nullptr;
     c.device = 0;
+    for (auto& t : c.targets)
+      if (t_spare_targets.size() < kMaxSpareTargets) t_spare_targets.push_back(std::move(t));
     c.targets.clear();
     c.defer_checks = false;
     c.fusable = false;
   }
   static thread_local std::vector<std::unique_ptr<OpCall>> t_pool;
   static thread_local size_t t_depth;
+  static thread_local std::vector<CallArg::TensorRef> t_spare_targets;
+  static constexpr size_t kMaxSpareTargets = 1024;  // calls with fresh results leave more than they take
   OpCall* call_;
 };
 
