@@ -209,7 +209,7 @@ DType ResultType::result() const {
       // width as complex (float32 with a complex128 scalar is complex64).
       if (is_complex(acc_[k]) && is_floating(out)) {
         if (out == DType::F16) throw UnsupportedDType("ComplexHalf");
-        out = complex_type(out == DType::BF16 ? DType::F32 : out);
+        out = complex_type(out);  // bfloat16 -> complex64, as in c10's toComplexType
       } else {
         out = promote_types(out, acc_[k]);
       }
