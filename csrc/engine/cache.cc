@@ -52,8 +52,13 @@ void push_ref(std::vector<int64_t>& w, const TensorRef& r, Numbering& slots, con
   if (!v.in_bounds(numel))
     throw lowering::LoweringError(op + ": a view reaches outside its storage (offset " + std::to_string(v.offset) +
                                   ", storage of " + std::to_string(numel) + " elements)");
+  const size_t before = slots.count();
   const auto [index, fixed] = number_ref(slots, call, r, target);
   w.push_back(index);
+  // Program keys tell a storage read as zeros from one read as a parameter;
+  // shape-free structures (ShapeHistory) do not: that a loop's first step
+  // meets storages not yet written is no change of shape.
+  if (static_cast<size_t>(index) == before && !(vw && vw->shapes)) w.push_back(slots.zeroed[index]);
   w.push_back(static_cast<int64_t>(v.dtype));
   if (vw && vw->shapes) {
     w.push_back(static_cast<int64_t>(v.sizes.size()));

@@ -199,10 +199,12 @@ const std::string& program_name(const std::vector<const OpCall*>& calls) {
 }  // namespace
 
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                                     const std::vector<uint8_t>* dead, const Plans& plans) {
+                                                     const std::vector<uint8_t>* dead, const Plans& plans,
+                                                     bool zero_unwritten) {
   log_compile(calls, plans);
   return compile(
-      key, [&] { return lower(calls, dead, plans); }, calls.front()->device, program_name(calls), summarize(calls));
+      key, [&] { return lower(calls, dead, plans, zero_unwritten); }, calls.front()->device, program_name(calls),
+      summarize(calls));
 }
 
 std::shared_ptr<const CachedProgram> Engine::compile(const ProgramKey& key, const std::function<Program()>& lower,
@@ -316,9 +318,10 @@ void Engine::finish_background_work() {
   disk_->flush();
 }
 
-Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead, const Plans& plans) {
+Program Engine::lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead, const Plans& plans,
+                      bool zero_unwritten) {
   Span span("lower");
-  ProgramBuilder builder(precision_.load());
+  ProgramBuilder builder(precision_.load(), zero_unwritten);
   for (size_t i = 0; i < calls.size(); ++i) builder.add(*calls[i], i < plans.size() ? plans[i] : nullptr);
   return builder.finish(dead);
 }
@@ -906,6 +909,8 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
   });
   if (other_dtype) flush(FlushReason::DtypeView);
   region_.device = call.device;
+  // A captured graph runs again with other storages: it reads each one.
+  if (region_.empty()) region_.zero_unwritten = !capturing_;
   region_.add(std::move(joined), std::move(location),
               planned.plan ? std::make_shared<BucketPlan>(*planned.plan) : nullptr);
   for (Slot* f : fresh) region_.fresh_bytes += f->nbytes;
@@ -970,7 +975,7 @@ void Engine::run_region() {
     if (async_compile_.load()) {
       program = cache_.find(key);
       hit = program != nullptr;
-      if (!program && compile_in_background(key, calls, r.dead, r.plan_pointers())) {
+      if (!program && compile_in_background(key, calls, r.dead, r.plan_pointers(), r.zero_unwritten)) {
         // Its program compiles meanwhile: the calls run as strict mode runs them.
         if (capturing_) capture_ok_ = false, capture_compiling_ = true;
         metrics_.ran_while_compiling();
@@ -978,7 +983,9 @@ void Engine::run_region() {
         return;
       }
     }
-    if (!program) program = cache_.get(key, [&] { return compile(key, calls, &r.dead, r.plan_pointers()); }, &hit);
+    if (!program)
+      program =
+          cache_.get(key, [&] { return compile(key, calls, &r.dead, r.plan_pointers(), r.zero_unwritten); }, &hit);
   } catch (const std::exception& e) {
     // A region that does not compile runs call by call, as strict mode would.
     metrics_.replayed();
@@ -1048,7 +1055,7 @@ void Engine::store_region_outputs(const Signature& sig, const std::vector<Slot*>
 }
 
 bool Engine::compile_in_background(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                   const std::vector<uint8_t>& dead, const Plans& plans) {
+                                   const std::vector<uint8_t>& dead, const Plans& plans, bool zero_unwritten) {
   {
     std::lock_guard<std::mutex> g(async_mu_);
     if (async_failed_.count(key)) {
@@ -1060,7 +1067,7 @@ bool Engine::compile_in_background(const ProgramKey& key, const std::vector<cons
   log_compile(calls, plans);
   auto program = std::make_shared<Program>();
   try {
-    *program = lower(calls, &dead, plans);
+    *program = lower(calls, &dead, plans, zero_unwritten);
   } catch (...) {
     std::lock_guard<std::mutex> g(async_mu_);
     async_compiling_.erase(key);
@@ -1139,7 +1146,7 @@ void Engine::replay(const RegionCapture& c, const std::vector<Slot*>& slots) {
 std::string Engine::region_text(const Slot& slot) {
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   if (flushing_ || !region_.dtype_of(&slot)) return "";
-  ProgramBuilder builder(precision_.load());
+  ProgramBuilder builder(precision_.load(), region_.zero_unwritten);
   for (size_t i = 0; i < region_.calls.size(); ++i) builder.add(region_.calls[i], region_.plans[i].get());
   return builder.finish(&region_.dead).module_text;
 }

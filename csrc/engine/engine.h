@@ -314,13 +314,16 @@ class Engine {
   // A program for `calls` (key `key`): from the persistent tiers, else
   // lowered and compiled (and then written to them).
   // `plans`: per call, its bucketing or nullptr (empty: none is bucketed).
+  // `zero_unwritten`: SlotNumbering::zero_unwritten, as the key decided it.
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                                               const std::vector<uint8_t>* dead = nullptr, const Plans& plans = {});
+                                               const std::vector<uint8_t>* dead = nullptr, const Plans& plans = {},
+                                               bool zero_unwritten = true);
   // The same, for a program that `lower` makes when no tier has it: named
   // `name` in metrics, `summary` in the disk entry, run on `device`.
   std::shared_ptr<const CachedProgram> compile(const ProgramKey& key, const std::function<Program()>& lower, int device,
                                                const std::string& name, const std::string& summary);
-  Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead, const Plans& plans = {});
+  Program lower(const std::vector<const OpCall*>& calls, const std::vector<uint8_t>* dead, const Plans& plans = {},
+                bool zero_unwritten = true);
   // Compiles a lowered program (at most one compile per core at once).
   std::shared_ptr<const CachedProgram> compile_module(Program program, int device, const std::string& name);
   // A shared-tier entry, deserialised; nullptr for none or a damaged one
@@ -476,7 +479,7 @@ class Engine {
   // thread, unless it is compiling already; false when it failed there
   // before. Lowers here: the calls' slots may die once the region runs.
   bool compile_in_background(const ProgramKey& key, const std::vector<const OpCall*>& calls,
-                             const std::vector<uint8_t>& dead, const Plans& plans);
+                             const std::vector<uint8_t>& dead, const Plans& plans, bool zero_unwritten);
   std::string (*location_hook_)() = nullptr;
 };
 

@@ -125,6 +125,7 @@ int SlotNumbering::index_of(Slot* slot) {
     if (slots_[i] == slot) return static_cast<int>(i);
   slots_.push_back(slot);
   born.push_back(0);
+  zeroed.push_back(0);
   return static_cast<int>(slots_.size() - 1);
 }
 
@@ -148,8 +149,13 @@ Value ProgramBuilder::offset_param(const TensorRef& r, Access access, bool fixed
 }
 
 void ProgramBuilder::read_slot(SlotValue& v, DType dtype, int s) {
+  v.has_value = true;
+  if (numbering_.zeroed[s]) {
+    v.flat = b_.full(0, TensorType{dtype, {v.numel}});
+    return;
+  }
   v.flat = b_.parameter(TensorType{dtype, {v.numel}});
-  v.has_value = v.read = true;
+  v.read = true;
   v.param = static_cast<int>(sig_.params.size());
   sig_.params.push_back({Signature::Param::Slot, s, calls_});
 }

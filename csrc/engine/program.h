@@ -89,11 +89,18 @@ class SlotNumbering {
  public:
   int index_of(Slot* slot);
   const std::vector<Slot*>& slots() const { return slots_; }
-  void clear() { slots_.clear(), born.clear(); }
+  void clear() { slots_.clear(), born.clear(), zeroed.clear(); }
   size_t count() const { return slots_.size(); }
   // Per slot: a static_values call's first reference wrote all of it (the
   // sequence made its value); see number_ref.
   std::vector<uint8_t> born;
+  // Per slot: the sequence reads it as zeros, not as a parameter (it was
+  // never written when first numbered, and zero_unwritten); see number_ref.
+  std::vector<uint8_t> zeroed;
+  // False for a sequence whose program is kept and run again with other
+  // storages (a compiled graph's capture): every storage it reads is then a
+  // parameter.
+  bool zero_unwritten = true;
 
  private:
   std::vector<Slot*> slots_;
@@ -103,12 +110,17 @@ class SlotNumbering {
 // as a `target` of `call` or an argument. Returns its number and whether
 // `call` reaches it at a fixed offset: a static_values call's view of a
 // storage the sequence made (its first reference, by a static_values call,
-// wrote all of it). Program keys (cache.cc) and ProgramBuilder decide it
-// here alike.
+// wrote all of it). On first reference it also decides whether the sequence
+// reads the slot as zeros (`zeroed`): a storage never written reads as
+// zeros, and making them inside the program saves uploading them. Program
+// keys (cache.cc) and ProgramBuilder decide both here alike; a slot is
+// written only once (Slot::never_written), so a builder that numbers the
+// calls after their key was made decides zeros only where the key did.
 template <typename Numbering>
 std::pair<int, bool> number_ref(Numbering& numbering, const OpCall& call, const TensorRef& r, bool target) {
   const size_t before = numbering.count();
   const int s = numbering.index_of(r.slot);
+  if (static_cast<size_t>(s) == before) numbering.zeroed[s] = numbering.zero_unwritten && r.slot->never_written();
   if (!call.static_values) return {s, false};
   if (static_cast<size_t>(s) == before) {
     numbering.born[s] = target && access_of(r.view, storage_numel(r)) == Access::Whole;
@@ -120,7 +132,11 @@ std::pair<int, bool> number_ref(Numbering& numbering, const OpCall& call, const 
 class ProgramBuilder {
  public:
   // `precision`: of the float32 matmuls and convolutions it lowers.
-  explicit ProgramBuilder(hlo::Precision precision = hlo::Precision::Default) { b_.set_precision(precision); }
+  // `zero_unwritten`: SlotNumbering::zero_unwritten.
+  explicit ProgramBuilder(hlo::Precision precision = hlo::Precision::Default, bool zero_unwritten = true) {
+    b_.set_precision(precision);
+    numbering_.zero_unwritten = zero_unwritten;
+  }
   // Lowers `call` after the calls added before it, bucketed by `plan` when
   // given (bucket.h; its refs in `call`'s for_each_ref order), which lives
   // while the builder does. Throws lowering::LoweringError for arguments its
@@ -148,7 +164,8 @@ class ProgramBuilder {
     bool has_fitted = false;
   };
   SlotValue& slot_value(const TensorRef& r, int s, std::string_view op);
-  // Makes slot `s`'s flat value a parameter (its first read in the program).
+  // Makes slot `s`'s flat value a parameter (its first read in the program),
+  // or zeros for a slot the numbering zeroed.
   void read_slot(SlotValue& v, DType dtype, int s);
   // The i64 offset of reference `r` read or written by `access`: a
   // parameter, or a constant when `fixed` (a static_values call's view of a

@@ -12,6 +12,7 @@ int Region::index_of(Slot* slot) {
   slot_dtypes.push_back(DType::U8);  // set by add()
   dead.push_back(0);
   born.push_back(0);
+  zeroed.push_back(0);
   fresh_writes_.emplace_back();
   slot->region_index_.store(i, std::memory_order_release);
   return i;
@@ -58,6 +59,7 @@ void Region::add(OpCall call, std::string location, std::shared_ptr<BucketPlan> 
     slot_dtypes.resize(old_slots);
     dead.resize(old_slots);
     born.resize(old_slots);
+    zeroed.resize(old_slots);
     fresh_writes_.resize(old_slots);
     throw;
   }
@@ -112,6 +114,7 @@ std::vector<Slot*> Region::clear() {
   slot_dtypes.clear();
   dead.clear();
   born.clear();
+  zeroed.clear();
   fresh_writes_.clear();
   fresh_bytes = 0;
   words_.clear();

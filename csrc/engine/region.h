@@ -75,9 +75,11 @@ class Region {
   std::vector<std::shared_ptr<const BucketPlan>> plans;  // per call (null: exact)
   std::vector<Slot*> slots;                              // region numbering: first reference
   std::vector<DType> slot_dtypes;
-  std::vector<uint8_t> dead;  // per slot
-  std::vector<uint8_t> born;  // per slot: first referenced by a write of all of it (cache.cc)
-  int64_t fresh_bytes = 0;    // bytes of the fresh results joined so far
+  std::vector<uint8_t> dead;    // per slot
+  std::vector<uint8_t> born;    // per slot: first referenced by a write of all of it (cache.cc)
+  std::vector<uint8_t> zeroed;  // per slot: read as zeros (SlotNumbering::zeroed)
+  bool zero_unwritten = true;   // SlotNumbering::zero_unwritten, for the calls that join
+  int64_t fresh_bytes = 0;      // bytes of the fresh results joined so far
 
  private:
   std::vector<int64_t> words_;

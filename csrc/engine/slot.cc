@@ -28,6 +28,7 @@ void Slot::set(State s) {
     old = std::move(state_.buffer);
     state_ = std::move(s);
     pending_ = false;
+    if (state_.buffer) ever_written_.store(true, std::memory_order_release);
   }
   written_.notify_all();
 }
@@ -47,6 +48,7 @@ runtime::BufferPtr Slot::begin_write() {
   // The reservation of a never-written slot ends now: set() will not.
   if (!state_.buffer) runtime::DeviceMemory::get().add(device, -nbytes);
   pending_ = true;
+  ever_written_.store(true, std::memory_order_release);
   return state_.buffer;
 }
 

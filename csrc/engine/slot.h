@@ -47,6 +47,11 @@ class Slot {
   // A consistent copy of the current state (the buffer is shared, not copied).
   State state() const;
   bool has_buffer() const;
+  // True until the slot is first written (a program's result, an upload or
+  // an adoption), then false for good. Never waits; read without the lock.
+  // A program that reads a never-written storage reads zeros of its own
+  // (ProgramBuilder) instead of a zero buffer uploaded from the host.
+  bool never_written() const { return !ever_written_.load(std::memory_order_acquire); }
 
   const int device;
   const int64_t nbytes;
@@ -77,6 +82,7 @@ class Slot {
   State state_;
   bool pending_ = false;
   std::atomic<int32_t> region_index_{-1};
+  std::atomic<bool> ever_written_{false};
 };
 
 }  // namespace torch_pjrt::engine

@@ -69,6 +69,11 @@ std::vector<float> download(Slot& s) {
 
 // ---------------------------------------------------------------- builder
 
+// The builder tests' storages were never written, which a program reads as
+// zeros of its own; these goldens show how written storages are read (as
+// parameters), as the storages of a real program mostly are.
+constexpr bool kZeroUnwritten = false;
+
 // x[2:6].add_(y, alpha=2), then x.mul_(x): the second call reads the first
 // one's write inside the program.
 struct TwoCalls {
@@ -89,7 +94,7 @@ TEST(ProgramBuilder, OneCallGolden) {
   OpCall c;  // a.view(2, 2) * b.view(2, 2).t()
   c.op = &op("aten::mul.Tensor");
   c.args = {tensor(a, view({2, 2}, {2, 1}, 0)), tensor(b, view({2, 2}, {1, 2}, 0))};
-  engine::ProgramBuilder pb;
+  engine::ProgramBuilder pb(hlo::Precision::Default, kZeroUnwritten);
   pb.add(c);
   // a is its whole storage: no offset. b's transpose is a strided box at a
   // runtime offset (%2): one dynamic_slice, reshaped and transposed.
@@ -110,7 +115,7 @@ TEST(ProgramBuilder, OneCallGolden) {
 
 TEST(ProgramBuilder, TwoCallsGolden) {
   TwoCalls t;
-  engine::ProgramBuilder pb;
+  engine::ProgramBuilder pb(hlo::Precision::Default, kZeroUnwritten);
   pb.add(t.c1);
   pb.add(t.c2);
   engine::Program p = pb.finish();
@@ -517,7 +522,7 @@ TEST(Region, KeysFollowStructureAndDeadStoragesNotPointers) {
 TEST(ProgramBuilder, DeadStoragesAreNotResults) {
   TwoCalls t;
   for (bool dead : {false, true}) {
-    engine::ProgramBuilder pb;
+    engine::ProgramBuilder pb(hlo::Precision::Default, kZeroUnwritten);
     pb.add(t.c1);
     pb.add(t.c2);
     std::vector<uint8_t> marks{static_cast<uint8_t>(dead), 0};
@@ -527,6 +532,44 @@ TEST(ProgramBuilder, DeadStoragesAreNotResults) {
     EXPECT_EQ(writes, dead ? 0u : 1u);
     EXPECT_EQ(p.signature.donations.size(), dead ? 0u : 1u);
   }
+}
+
+TEST(ProgramBuilder, NeverWrittenStorageReadsZerosWithoutAParameter) {
+  for (bool zero_unwritten : {true, false}) {
+    Slot x(0, 16), out(0, 16);
+    OpCall c;  // out = x + x, with x never written
+    c.op = &op("aten::add.Tensor");
+    c.args = {tensor(x, view({4}, {1}, 0)), tensor(x, view({4}, {1}, 0)), scalar(1)};
+    c.targets = {{&out, view({4}, {1}, 0)}};
+    engine::ProgramBuilder pb(hlo::Precision::Default, zero_unwritten);
+    pb.add(c);
+    engine::Program p = pb.finish();
+    size_t slot_params = 0;
+    for (const auto& q : p.signature.params) slot_params += q.kind == engine::Signature::Param::Slot;
+    EXPECT_EQ(slot_params, zero_unwritten ? 0u : 1u);
+    const size_t main = p.module_text.find("@main("), body = p.module_text.find('{', main);
+    const std::string params = p.module_text.substr(main, body - main);
+    EXPECT_EQ(params.find(": tensor<4xf32>") == std::string::npos, zero_unwritten) << params;
+  }
+  // Program keys tell the two apart: a storage read before its first write
+  // and one read after it never share a program.
+  auto key_of = [](Slot& x) {
+    OpCall c;
+    c.op = &op("aten::neg");
+    c.args = {tensor(x, view({4}, {1}, 0))};
+    c.targets = {{nullptr, {}}};
+    engine::ProgramKey k;
+    engine::SlotNumbering n;
+    const OpCall* calls[] = {&c};
+    engine::make_key(0, calls, 1, k, n);
+    return k.words;
+  };
+  Slot fresh(0, 16), written(0, 16);
+  std::vector<float> data{1, 2, 3, 4};
+  eng().upload(written, data.data(), DType::F32);
+  EXPECT_TRUE(fresh.never_written());
+  EXPECT_FALSE(written.never_written());
+  EXPECT_NE(key_of(fresh), key_of(written));
 }
 
 TEST(Engine, FusedModeRunsARegionAtTheReadAndMatchesStrict) {

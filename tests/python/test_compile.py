@@ -76,6 +76,26 @@ def test_non_contiguous_and_in_place_inputs():
     torch.testing.assert_close(ta.cpu(), a)  # the mutation reached the input
 
 
+def test_a_graph_first_run_on_a_never_written_input_reads_later_inputs():
+    """Eager programs read a never-written storage as zeros of their own; a compiled graph runs again with other
+    inputs, so it reads each input, even one that was never written when the graph was captured."""
+
+    def f(buf, a):
+        buf[:4].copy_(a)
+        return buf * 2
+
+    g = torch.compile(f, backend="tpu")
+    a = torch.arange(4.0) + 1
+    g(torch.empty(8, device="tpu"), a.to("tpu"))
+    for fill in (5.0, 7.0):
+        buf = torch.full((8,), fill).to("tpu")
+        out = g(buf, a.to("tpu"))
+        ref = torch.full((8,), fill)
+        expected = f(ref, a)
+        torch.testing.assert_close(out.cpu(), expected)
+        torch.testing.assert_close(buf.cpu(), ref)
+
+
 def test_cpu_scalar_tensor_and_python_scalar_are_parameters():
     def f(x, scale, shift: float):
         return x * scale + shift

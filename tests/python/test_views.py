@@ -97,3 +97,28 @@ def test_dtype_roundtrip(dtype):
     x = (torch.randn(3, 5) * 10).to(dtype)
     torch.testing.assert_close(x.to(TPU).cpu(), x)
     assert x.to(TPU).to(torch.float32).cpu().dtype == torch.float32
+
+
+def test_partial_writes_into_never_written_and_written_storages():
+    """A storage never written reads as zeros inside the program (no upload); one written before keeps its values.
+    The same op sequence meets both kinds, never-written first, so a program made for the first must not serve the
+    second."""
+    a = torch.arange(4, dtype=torch.float32) + 1
+    fresh = torch.empty(8, device=TPU)
+    fresh[:4].copy_(a.to(TPU))
+    fresh.zero_()[4:].add_(3)
+    torch.testing.assert_close(fresh.cpu(), torch.tensor([0, 0, 0, 0, 3, 3, 3, 3.0]))
+    for written_by in ("upload", "program"):
+        full = torch.full((8,), 5.0)
+        if written_by == "upload":
+            written = torch.empty(8, device=TPU)
+            written.copy_(full)
+        else:
+            written = torch.ones(8, device=TPU) * 5
+        written[:4].copy_(a.to(TPU))
+        expected = full.clone()
+        expected[:4] = a
+        torch.testing.assert_close(written.cpu(), expected)
+        written[4:].add_(written[:4])
+        expected[4:] += expected[:4]
+        torch.testing.assert_close(written.cpu(), expected)
