@@ -876,12 +876,14 @@ bool Engine::plan_bucketed(const OpCall& call, const ProgramKey& exact_key, Call
   return true;
 }
 
-void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned) {
+void Engine::join(OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned) {
   // The user's line, asked before the lock (it takes the GIL).
   std::string location = planned.has_checks && location_hook_ ? location_hook_() : std::string();
   std::lock_guard<std::recursive_mutex> g(region_mu_);
   OpCall joined = region_.recycled();
-  joined = call;
+  std::swap(joined, call);
+  const OpDef* op = joined.op;
+  const int device = joined.device;
   // Fresh results become whole writes of their new storages.
   size_t j = 0;
   auto set_fresh = [&](TensorRef& r, size_t k) {
@@ -901,20 +903,20 @@ void Engine::join(const OpCall& call, const std::vector<Slot*>& fresh, const Cal
   if (capturing_ && std::this_thread::get_id() != capture_thread_) capture_ok_ = false;
   // A graph with no symbolic sizes fixes the offsets of its own storages (call.h).
   joined.static_values = capturing_ && capture_ok_ && !capture_dynamic_;
-  if (!region_.empty() && region_.device != call.device) flush(FlushReason::Device);
+  if (!region_.empty() && region_.device != device) flush(FlushReason::Device);
   bool other_dtype = false;
   for_each_ref(joined, [&](const TensorRef& r, bool) {
     const DType* d = region_.dtype_of(r.slot);
     if (d && *d != r.view.dtype) other_dtype = true;
   });
   if (other_dtype) flush(FlushReason::DtypeView);
-  region_.device = call.device;
+  region_.device = device;
   // A captured graph runs again with other storages: it reads each one.
   if (region_.empty()) region_.zero_unwritten = !capturing_;
   region_.add(std::move(joined), std::move(location),
               planned.plan ? std::make_shared<BucketPlan>(*planned.plan) : nullptr);
   for (Slot* f : fresh) region_.fresh_bytes += f->nbytes;
-  const_cast<OpDef*>(call.op)->calls.fetch_add(1, std::memory_order_relaxed);
+  const_cast<OpDef*>(op)->calls.fetch_add(1, std::memory_order_relaxed);
 
   if (capturing_ && capture_ok_) return;  // a captured graph is one region: no cuts
   if (period_.length() >= (int64_t{1} << 16)) period_.reset();

@@ -111,7 +111,7 @@ thread_local std::vector<std::unique_ptr<OpCall>> PooledCall::t_pool;
 thread_local size_t PooledCall::t_depth = 0;
 thread_local std::vector<CallArg::TensorRef> PooledCall::t_spare_targets;
 
-c10::SmallVector<at::Tensor, 4> fresh_tensors(const OpCall& call, const engine::CallResult& r) {
+c10::SmallVector<at::Tensor, 4> fresh_tensors(OpCall& call, const engine::CallResult& r) {
   c10::SmallVector<at::Tensor, 4> out;
   const size_t n = r.deferred ? r.types->size() : r.buffers.size();
   std::vector<Slot*> slots;

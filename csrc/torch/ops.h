@@ -128,8 +128,9 @@ class PooledCall {
 
 // The fresh results of a call as new tensors: they adopt the buffers of a
 // call that ran, or, for a deferred call (fused mode), are new storages
-// that join the open region with the call.
-c10::SmallVector<at::Tensor, 4> fresh_tensors(const OpCall& call, const engine::CallResult& r);
+// that join the open region with the call (which takes `call`'s contents:
+// Engine::join).
+c10::SmallVector<at::Tensor, 4> fresh_tensors(OpCall& call, const engine::CallResult& r);
 
 // ---------------------------------------------------------------- lowered_kernel.cc
 
