@@ -38,11 +38,12 @@ struct CallArg {
   TensorRef tensor;
   std::vector<TensorRef> list;
   std::vector<int64_t> present;  // Tensor?[]: 1 per position with a tensor
-  // Scalar: a rank-0 runtime value (f64/i64/bool for Python numbers, or the
-  // dtype of a zero-dim host tensor when `host_tensor`).
+  // Scalar: a rank-0 runtime value (f64/i64/bool/c128 for Python numbers, or
+  // the dtype of a zero-dim host tensor when `host_tensor`), its bytes in
+  // host order (up to 16: a complex128).
   DType scalar_dtype = DType::F64;
   bool host_tensor = false;
-  uint8_t scalar_bytes[8] = {};
+  uint8_t scalar_bytes[16] = {};
   // Scalar: a program constant, its bytes part of the key (lowering::Traits::fixes).
   bool fixed = false;
   // Static values (part of the key).

@@ -356,8 +356,8 @@ std::shared_ptr<const CachedProgram> Engine::compile_module(Program program, int
 }
 
 runtime::BufferPtr Engine::scalar_buffer(const uint8_t* bytes, DType dtype, int device) {
-  ScalarKey key{0, static_cast<uint32_t>(dtype) << 16 | static_cast<uint32_t>(device)};
-  std::memcpy(&key.bits, bytes, sizeof key.bits);
+  ScalarKey key{{0, 0}, static_cast<uint32_t>(dtype) << 16 | static_cast<uint32_t>(device)};
+  std::memcpy(key.bits, bytes, std::min<size_t>(sizeof key.bits, hlo::byte_size(dtype)));
   {
     std::lock_guard<std::mutex> g(scalars_mu_);
     auto it = scalars_.find(key);

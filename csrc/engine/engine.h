@@ -427,12 +427,14 @@ class Engine {
   std::unique_ptr<CopyThread> copies_;  // made at the first non-blocking upload
   // Uploaded runtime scalars by (bits, dtype and device), reused across calls.
   struct ScalarKey {
-    uint64_t bits;
+    uint64_t bits[2];  // a complex128's two parts; the first 8 bytes (zero-padded) of a smaller value
     uint32_t kind;
-    bool operator==(const ScalarKey& o) const { return bits == o.bits && kind == o.kind; }
+    bool operator==(const ScalarKey& o) const { return bits[0] == o.bits[0] && bits[1] == o.bits[1] && kind == o.kind; }
   };
   struct ScalarKeyHash {
-    size_t operator()(const ScalarKey& k) const { return std::hash<uint64_t>()(k.bits * 31 + k.kind); }
+    size_t operator()(const ScalarKey& k) const {
+      return std::hash<uint64_t>()((k.bits[0] * 31 + k.bits[1]) * 31 + k.kind);
+    }
   };
   std::mutex scalars_mu_;
   std::unordered_map<ScalarKey, runtime::BufferPtr, ScalarKeyHash> scalars_;

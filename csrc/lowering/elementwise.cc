@@ -1143,12 +1143,11 @@ bool scalar_overflows(const uint8_t* bytes, DType from, DType to) {
     std::memcpy(&v, bytes, 8);
     return !hlo::fits_without_overflow(v, to);
   }
-  if (from == DType::C64) {  // a complex number fits a real dtype only without an imaginary part
-    float parts[2];
-    std::memcpy(parts, bytes, 8);
-    if (!hlo::fits_without_overflow(static_cast<double>(parts[0]), to)) return true;
-    return hlo::is_complex(to) ? !hlo::fits_without_overflow(static_cast<double>(parts[1]), to)
-                               : parts[1] != 0 && to != DType::Bool;
+  if (from == DType::C128) {  // a complex number fits a real dtype only without an imaginary part
+    double parts[2];
+    std::memcpy(parts, bytes, 16);
+    if (!hlo::fits_without_overflow(parts[0], to)) return true;
+    return hlo::is_complex(to) ? !hlo::fits_without_overflow(parts[1], to) : parts[1] != 0 && to != DType::Bool;
   }
   return false;  // bool, and zero-dim host tensors (they keep their own dtype: no Python-number rule)
 }

@@ -65,15 +65,12 @@ void set_scalar(CallArg& a, const c10::Scalar& s) {
     int64_t v = s.toLong();
     std::memcpy(a.scalar_bytes, &v, 8);
   } else if (s.isComplex()) {
-    // A Python complex travels as complex64 (8 bytes); only values whose parts
-    // are exact in float32 (1j, 0.5+2j, ...) so nothing is rounded.
+    // A Python complex travels as complex128, as a Python float travels as
+    // float64: the program rounds it to the op's dtype, as CPU does.
     c10::complex<double> z = s.toComplexDouble();
-    c10::complex<float> f(static_cast<float>(z.real()), static_cast<float>(z.imag()));
-    auto same = [](double d, float x) { return d == static_cast<double>(x) || (std::isnan(d) && std::isnan(x)); };
-    TORCH_CHECK_TYPE(same(z.real(), f.real()) && same(z.imag(), f.imag()), "torch_pjrt: complex scalar ", z,
-                     " is not supported on the tpu device (only complex scalars whose parts are exact float32 values)");
-    a.scalar_dtype = hlo::DType::C64;
-    std::memcpy(a.scalar_bytes, &f, 8);
+    static_assert(sizeof z == sizeof a.scalar_bytes);
+    a.scalar_dtype = hlo::DType::C128;
+    std::memcpy(a.scalar_bytes, &z, sizeof z);
   } else {
     a.scalar_dtype = hlo::DType::F64;
     double v = s.toDouble();

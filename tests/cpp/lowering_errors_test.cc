@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -106,7 +107,7 @@ TEST(ErrorKinds, ScalarsThatDoNotFitTheComputingDtypeAreCheckedOnTheHost) {
   EXPECT_EQ(cx.scalar_checks()[0].fits, DType::I8);
   EXPECT_EQ(cx.scalar_checks()[0].message, "value cannot be converted to type int8_t without overflow");
   auto fails = [](auto value, DType from, DType to) {
-    uint8_t bytes[8] = {};
+    uint8_t bytes[16] = {};
     std::memcpy(bytes, &value, sizeof value);
     return lowering::scalar_overflows(bytes, from, to);
   };
@@ -121,9 +122,13 @@ TEST(ErrorKinds, ScalarsThatDoNotFitTheComputingDtypeAreCheckedOnTheHost) {
   EXPECT_FALSE(fails(double{NAN}, DType::F64, DType::F32));
   EXPECT_TRUE(fails(double{NAN}, DType::F64, DType::I32));
   EXPECT_TRUE(fails(70000.0, DType::F64, DType::F16));
-  float z[2] = {1.0f, 2.0f};  // 1+2j
-  EXPECT_TRUE(fails(z, DType::C64, DType::F32));
-  EXPECT_FALSE(fails(z, DType::C64, DType::C64));
+  std::complex<double> z{1.0, 2.0};  // 1+2j, as a Python complex travels (complex128)
+  EXPECT_TRUE(fails(z, DType::C128, DType::F32));
+  EXPECT_FALSE(fails(z, DType::C128, DType::C64));
+  EXPECT_FALSE(fails(std::complex<double>{2.0, 0.0}, DType::C128, DType::F32));
+  std::complex<double> big{1.0, 1e300};  // its imaginary part overflows complex64
+  EXPECT_TRUE(fails(big, DType::C128, DType::C64));
+  EXPECT_FALSE(fails(big, DType::C128, DType::C128));
 }
 
 TEST(ErrorKinds, DimOutOfRangeIsAnIndexError) {

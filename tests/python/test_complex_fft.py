@@ -1,5 +1,7 @@
 """complex64/complex128 tensors and the FFT lowerings (aten::_fft_r2c/_fft_c2c/_fft_c2r), compared with CPU."""
 
+import cmath
+
 import pytest
 import torch
 
@@ -84,9 +86,16 @@ def test_cast_to_complex_and_back():
     check(lambda t: t.to(torch.complex64).abs(), x, **TOL)
 
 
-def test_complex_cpu_scalar_of_128_bits_refused():
-    with pytest.raises(TypeError, match="CPU scalar"):
-        torch.add(torch.ones(2, dtype=torch.complex128, device=DEVICE), torch.tensor(1j, dtype=torch.complex128))
+def test_complex_cpu_scalar_of_128_bits_is_a_runtime_scalar():
+    """A zero-dim complex128 CPU tensor is a runtime scalar like any zero-dim CPU tensor: no recompile per value."""
+    x = torch.randn(2, dtype=torch.complex128)
+    compiles = None
+    for v in (0.1 + 0.3j, -2.5 + 1e-3j):
+        s = torch.tensor(v, dtype=torch.complex128)
+        torch.testing.assert_close(torch.add(x.to(DEVICE), s).cpu(), torch.add(x, s), rtol=1e-12, atol=1e-12)
+        if compiles is None:
+            compiles = torch_pjrt.metrics()["compiles"]
+    assert torch_pjrt.metrics()["compiles"] == compiles
 
 
 REAL_IN = {
@@ -174,8 +183,27 @@ def test_python_complex_scalars():
     check(lambda x: x + (0.5 - 2j), a, **TOL)
     check(lambda x: x * 1j, torch.randn(3, 4), **TOL)  # float32 tensor * Python complex -> complex64
     no_fallback()
-    with pytest.raises(TypeError, match="exact float32"):
-        torch.mul(a.to(DEVICE), 0.1j)  # 0.1 is not exact in float32: refused rather than rounded
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.float64, torch.int64])
+def test_python_complex_scalars_keep_double_precision(dtype):
+    """A Python complex travels as complex128 and is rounded to the op's dtype in the program, as CPU rounds it: a
+    complex128 tensor sees every bit of 0.1j or exp(0.7j), and foreach and in-place forms take it too."""
+    torch_pjrt.reset_metrics()
+    s = cmath.exp(0.7j)
+    x = (torch.randn(3, 4, dtype=torch.complex128) * 4).to(dtype)
+    cpu, tpu = x * s + 0.1j, (x.to(DEVICE) * s + 0.1j).cpu()
+    assert tpu.dtype == cpu.dtype
+    # complex128 results: far tighter than a scalar rounded to complex64 (~1e-8 relative) could meet
+    tol = {"rtol": 1e-12, "atol": 1e-12} if cpu.dtype == torch.complex128 else {"rtol": 1e-6, "atol": 1e-6}
+    torch.testing.assert_close(tpu, cpu, **tol)
+    if dtype.is_complex:
+        xs, ys = [x.clone(), x.clone() + 1], [x.to(DEVICE), x.to(DEVICE) + 1]
+        torch._foreach_mul_(xs, 1.1 + 0.3j)
+        torch._foreach_mul_(ys, 1.1 + 0.3j)
+        for a, b in zip(ys, xs):
+            torch.testing.assert_close(a.cpu(), b, **tol)
+    no_fallback()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
