@@ -1,7 +1,7 @@
 // Fused eager mode: the open region and the stream period that cuts it.
 //
-// In fused mode an op call does not run: it joins the open Region (a copy of
-// the call, its fresh results turned into whole writes of their new
+// In fused mode an op call does not run: it joins the open Region (the call,
+// moved in, its fresh results turned into whole writes of their new
 // storages). The region numbers the storages its calls reach in order of
 // first reference, exactly as ProgramBuilder does, and extends its key words
 // and their hash as each call joins, so flushing a region seen before costs a
@@ -43,7 +43,7 @@ class Region {
   // The region number of `slot`, numbering it (and marking it as referenced
   // by the open region) on first sight. Used by append_call_words.
   int index_of(Slot* slot);
-  // Appends `call` (copied) with its key words. `location` is the user's
+  // Appends `call` with its key words. `location` is the user's
   // Python line for a call with runtime checks ("" otherwise). `plan`: the
   // call runs bucketed by it (bucket.h; its refs cover the call's fresh
   // results, which are whole writes here), and its key words hold bucketed
