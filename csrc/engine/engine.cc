@@ -876,12 +876,34 @@ bool Engine::plan_bucketed(const OpCall& call, const ProgramKey& exact_key, Call
   return true;
 }
 
-void Engine::join(OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned) {
+namespace {
+
+// Moves `from`'s contents into `to` argument by argument, so that both keep
+// their vectors' storage: `to` is a spare call of the last region (in a
+// periodic stream, the same op at the same position: nothing grows), and
+// `from` receives the spare's arguments for its caller's next call.
+void trade_contents(OpCall& to, OpCall& from) {
+  to.op = from.op;
+  to.device = from.device;
+  to.defer_checks = from.defer_checks;
+  to.fusable = from.fusable;
+  to.static_values = from.static_values;
+  to.args.resize(from.args.size());
+  for (size_t i = 0; i < from.args.size(); ++i) std::swap(to.args[i], from.args[i]);
+  // The spare's further targets stay after `from`'s, for fresh results (join).
+  if (to.targets.size() < from.targets.size()) to.targets.resize(from.targets.size());
+  for (size_t i = 0; i < from.targets.size(); ++i) std::swap(to.targets[i], from.targets[i]);
+}
+
+}  // namespace
+
+void Engine::join(OpCall& call, Slot* const* fresh, size_t n_fresh, const CallResult& planned) {
   // The user's line, asked before the lock (it takes the GIL).
   std::string location = planned.has_checks && location_hook_ ? location_hook_() : std::string();
   std::lock_guard<std::recursive_mutex> g(region_mu_);
+  const size_t n_targets = call.targets.size();
   OpCall joined = region_.recycled();
-  std::swap(joined, call);
+  trade_contents(joined, call);
   const OpDef* op = joined.op;
   const int device = joined.device;
   // Fresh results become whole writes of their new storages.
@@ -896,9 +918,12 @@ void Engine::join(OpCall& call, const std::vector<Slot*>& fresh, const CallResul
     for (size_t d = t.dims.size(); d-- > 1;)
       r.view.strides[d - 1] = r.view.strides[d] * std::max<int64_t>(t.dims[d], 1);
   };
-  for (auto& target : joined.targets)
-    if (!target.slot && j < fresh.size()) set_fresh(target, j++);
-  while (j < fresh.size()) set_fresh(joined.targets.emplace_back(), j++);
+  for (size_t i = 0; i < n_targets; ++i)
+    if (!joined.targets[i].slot && j < n_fresh) set_fresh(joined.targets[i], j++);
+  size_t end = n_targets;
+  for (; j < n_fresh; ++j, ++end)
+    set_fresh(end < joined.targets.size() ? joined.targets[end] : joined.targets.emplace_back(), j);
+  joined.targets.resize(end);
 
   if (capturing_ && std::this_thread::get_id() != capture_thread_) capture_ok_ = false;
   // A graph with no symbolic sizes fixes the offsets of its own storages (call.h).
@@ -915,7 +940,7 @@ void Engine::join(OpCall& call, const std::vector<Slot*>& fresh, const CallResul
   if (region_.empty()) region_.zero_unwritten = !capturing_;
   region_.add(std::move(joined), std::move(location),
               planned.plan ? std::make_shared<BucketPlan>(*planned.plan) : nullptr);
-  for (Slot* f : fresh) region_.fresh_bytes += f->nbytes;
+  for (size_t k = 0; k < n_fresh; ++k) region_.fresh_bytes += fresh[k]->nbytes;
   const_cast<OpDef*>(op)->calls.fetch_add(1, std::memory_order_relaxed);
 
   if (capturing_ && capture_ok_) return;  // a captured graph is one region: no cuts

@@ -146,12 +146,12 @@ class Engine {
   CallResult run(const OpCall& call);
   // Fused mode: adds a call that run() deferred to the open region, with
   // the slots of its fresh results (new storages of `planned.types`, in
-  // order). May flush the region (caps, period). Nothing reads or writes
-  // those slots until the region runs; readers flush it first. Takes
-  // `call`'s contents without copying them: `call` is left holding an
-  // earlier region's spent call (its vectors keep their capacity), which the
-  // caller resets or drops.
-  void join(OpCall& call, const std::vector<Slot*>& fresh, const CallResult& planned);
+  // order: `fresh[0, n_fresh)`). May flush the region (caps, period).
+  // Nothing reads or writes those slots until the region runs; readers
+  // flush it first. Takes `call`'s contents without copying them: `call`'s
+  // arguments and targets are left holding an earlier region's spent ones
+  // (their vectors keep their capacity), which the caller resets or drops.
+  void join(OpCall& call, Slot* const* fresh, size_t n_fresh, const CallResult& planned);
   // Runs the open region now (nothing when it is empty).
   void flush(FlushReason why);
   // Capture of a compiled graph, by the thread that runs it in fused mode:

@@ -105,7 +105,11 @@ std::vector<Slot*> Region::clear() {
     slots[i]->region_index_.store(-1, std::memory_order_release);
     if (dead[i]) gone.push_back(slots[i]);
   }
-  spare_.swap(calls);
+  // Call i of the next region takes spare i (recycled): every spare below
+  // this region's length was taken, and the longer regions before left the
+  // rest.
+  if (spare_.size() < calls.size()) spare_.resize(std::min(calls.size(), kMaxSpares));
+  for (size_t i = 0; i < calls.size() && i < spare_.size(); ++i) spare_[i] = std::move(calls[i]);
   next_spare_ = 0;
   calls.clear();
   locations.clear();

@@ -64,9 +64,10 @@ class Region {
   // Forgets every call; unmarks every slot; returns the dead slots (to be
   // deleted by the caller).
   std::vector<Slot*> clear();
-  // An OpCall to copy the next call into: one of the last region's, whose
-  // vectors keep their capacity, so that a loop's regions join calls
-  // without allocating (or a new one).
+  // An OpCall to move the next call into: the spent call at the same
+  // position of earlier regions, whose vectors keep their capacity (in a
+  // periodic stream, the same op), so that a loop's regions join calls
+  // without allocating; or a new one.
   OpCall recycled();
 
   int device = 0;
@@ -92,8 +93,11 @@ class Region {
     BucketedRef ref;
   };
   std::vector<FreshWrite> fresh_writes_;
-  std::vector<OpCall> spare_;  // the last region's calls, for recycled()
+  // Spent calls by position: the last region's, then those of longer
+  // regions before it, for recycled().
+  std::vector<OpCall> spare_;
   size_t next_spare_ = 0;
+  static constexpr size_t kMaxSpares = 1024;  // captured graphs make longer regions
   void mark_forwards(const OpCall& call, BucketPlan& plan);
   void record_writes(const OpCall& call, const BucketPlan* plan);
 };

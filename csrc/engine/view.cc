@@ -61,7 +61,11 @@ bool box_dims(const ViewSpec& v, std::vector<int64_t>* box) {
   box->clear();
   for (size_t d = 0; d < v.sizes.size(); ++d)
     if (v.sizes[d] > 1 && v.strides[d] > 0) box->push_back(static_cast<int64_t>(d));
-  std::stable_sort(box->begin(), box->end(), [&](int64_t a, int64_t c) { return v.strides[a] > v.strides[c]; });
+  // By decreasing stride, ties in dim order (an insertion sort: a few dims,
+  // and std::stable_sort would allocate a buffer per view).
+  for (size_t k = 1; k < box->size(); ++k)
+    for (size_t j = k; j > 0 && v.strides[(*box)[j - 1]] < v.strides[(*box)[j]]; --j)
+      std::swap((*box)[j - 1], (*box)[j]);
   for (size_t k = 0; k + 1 < box->size(); ++k) {
     int64_t outer = v.strides[(*box)[k]], inner = v.strides[(*box)[k + 1]];
     if (outer % inner != 0 || outer < inner * v.sizes[(*box)[k + 1]]) return false;

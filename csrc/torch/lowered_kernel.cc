@@ -241,7 +241,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     PooledCall pooled;
     OpCall& call = *pooled;
     call.op = &def_;
-    call.args.resize(types_.size() + (implicit_rng_ ? 1 : 0) + (contiguity_flag_ ? 1 : 0));
+    PooledCall::size_args(call, types_.size() + (implicit_rng_ ? 1 : 0) + (contiguity_flag_ ? 1 : 0));
     DeviceCheck dc;
     const c10::IValue* generator = nullptr;
     c10::SmallVector<at::Tensor, 2> keep_alive;  // index tensors moved to tpu for this call
@@ -356,7 +356,7 @@ class LoweredKernel final : public c10::OperatorKernel {
     // A Scalar[]'s elements are runtime scalars after all other arguments
     // (foreach.cc's scalar_at reads them there).
     if (scalar_list_ >= 0 && !args[scalar_list_].isNone())
-      for (const c10::IValue& e : args[scalar_list_].toListRef()) set_scalar(call.args.emplace_back(), e.toScalar());
+      for (const c10::IValue& e : args[scalar_list_].toListRef()) set_scalar(PooledCall::add_arg(call), e.toScalar());
 
     c10::SmallVector<at::Tensor, 4> outs;
     if (variant_ == Variant::Out)

@@ -107,18 +107,19 @@ void set_tensor(CallArg& a, const at::Tensor& t, DeviceCheck& dc) {
 thread_local std::vector<std::unique_ptr<OpCall>> PooledCall::t_pool;
 thread_local size_t PooledCall::t_depth = 0;
 thread_local std::vector<CallArg::TensorRef> PooledCall::t_spare_targets;
+thread_local std::vector<CallArg> PooledCall::t_spare_args;
 
 c10::SmallVector<at::Tensor, 4> fresh_tensors(OpCall& call, const engine::CallResult& r) {
   c10::SmallVector<at::Tensor, 4> out;
   const size_t n = r.deferred ? r.types->size() : r.buffers.size();
-  std::vector<Slot*> slots;
+  c10::SmallVector<Slot*, 4> slots;
   for (size_t k = 0; k < n; ++k) {
     const auto& t = (*r.types)[k];
     const int64_t capacity = k < r.capacities.size() ? r.capacities[k] : 0;
     out.push_back(new_tensor(t.dims, to_torch(t.dtype), call.device, r.deferred ? nullptr : r.buffers[k], capacity));
     if (r.deferred) slots.push_back(slot_of(out.back()));
   }
-  if (r.deferred) Engine::get().join(call, slots, r);
+  if (r.deferred) Engine::get().join(call, slots.data(), slots.size(), r);
   return out;
 }
 

@@ -80,6 +80,23 @@ class PooledCall {
   PooledCall(const PooledCall&) = delete;
   OpCall& operator*() { return *call_; }
   OpCall* operator->() { return call_; }
+  // Sizes c.args to n. Arguments (with their vectors' storage) move between
+  // c and those that calls of this thread left behind, so that a warm call
+  // allocates nothing whatever its argument count.
+  static void size_args(OpCall& c, size_t n) {
+    while (c.args.size() > n) {
+      if (t_spare_args.size() < kMaxSpare) t_spare_args.push_back(std::move(c.args.back()));
+      c.args.pop_back();
+    }
+    while (c.args.size() < n) add_arg(c);
+  }
+  // Appends a default argument to c.args (see size_args).
+  static CallArg& add_arg(OpCall& c) {
+    if (t_spare_args.empty()) return c.args.emplace_back();
+    c.args.push_back(std::move(t_spare_args.back()));
+    t_spare_args.pop_back();
+    return c.args.back();
+  }
   // Appends to c.targets a view of `t`, in a reference whose storage a call
   // of this thread left behind (in-place foreach calls write long lists).
   static void add_target(OpCall& c, const at::Tensor& t) {
@@ -114,7 +131,7 @@ class PooledCall {
     c.op = nullptr;
     c.device = 0;
     for (auto& t : c.targets)
-      if (t_spare_targets.size() < kMaxSpareTargets) t_spare_targets.push_back(std::move(t));
+      if (t_spare_targets.size() < kMaxSpare) t_spare_targets.push_back(std::move(t));
     c.targets.clear();
     c.defer_checks = false;
     c.fusable = false;
@@ -123,7 +140,8 @@ class PooledCall {
   static thread_local std::vector<std::unique_ptr<OpCall>> t_pool;
   static thread_local size_t t_depth;
   static thread_local std::vector<CallArg::TensorRef> t_spare_targets;
-  static constexpr size_t kMaxSpareTargets = 1024;  // calls with fresh results leave more than they take
+  static thread_local std::vector<CallArg> t_spare_args;  // reset, as size_args and add_arg expect
+  static constexpr size_t kMaxSpare = 1024;               // calls with fresh results leave more targets than they take
   OpCall* call_;
 };
 

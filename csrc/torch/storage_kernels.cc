@@ -142,17 +142,17 @@ const engine::OpDef& op_def(const char* name) {
 // fresh results.
 c10::SmallVector<at::Tensor, 4> run_simple(const char* name, const std::vector<at::Tensor>& inputs,
                                            const at::Tensor* target) {
-  OpCall call;
+  PooledCall pooled;
+  OpCall& call = *pooled;
   call.op = &op_def(name);
   call.device = inputs[0].device().index();
   call.fusable = true;
-  for (const auto& t : inputs) {
-    CallArg a;
-    a.kind = Kind::Tensor;
-    a.tensor = ref_of(t);
-    call.args.push_back(std::move(a));
+  PooledCall::size_args(call, inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    call.args[i].kind = Kind::Tensor;
+    set_ref(call.args[i].tensor, inputs[i]);
   }
-  if (target) call.targets.push_back(ref_of(*target));
+  if (target) PooledCall::add_target(call, *target);
   return fresh_tensors(call, Engine::get().run(call));
 }
 
@@ -342,18 +342,16 @@ at::Tensor to_copy(const at::Tensor& self, std::optional<at::ScalarType> dtype, 
                     !(at::isComplexType(self.scalar_type()) && !at::isComplexType(to));
   if (!here) return at::native::_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format);
   return translate_errors("aten::_to_copy", [&] {
-    OpCall call;
+    PooledCall pooled;
+    OpCall& call = *pooled;
     call.op = &op_def("aten::_to_copy");
     call.device = self.device().index();
     call.fusable = true;
-    CallArg a;
-    a.kind = Kind::Tensor;
-    a.tensor = ref_of(self);
-    call.args.push_back(std::move(a));
-    CallArg t;
-    t.kind = Kind::DType;
-    t.i = static_cast<int64_t>(to_hlo(to));
-    call.args.push_back(std::move(t));
+    PooledCall::size_args(call, 2);
+    call.args[0].kind = Kind::Tensor;
+    set_ref(call.args[0].tensor, self);
+    call.args[1].kind = Kind::DType;
+    call.args[1].i = static_cast<int64_t>(to_hlo(to));
     return fresh_tensors(call, Engine::get().run(call))[0];
   });
 }

@@ -586,7 +586,7 @@ TEST(Engine, FusedModeRunsARegionAtTheReadAndMatchesStrict) {
       c.fusable = true;
       engine::CallResult r = e.run(c);
       EXPECT_EQ(r.deferred, mode == engine::Mode::Fused);
-      if (r.deferred) e.join(c, {}, r);
+      if (r.deferred) e.join(c, nullptr, 0, r);
     }
     EXPECT_EQ(e.metrics().executions, mode == engine::Mode::Fused ? 0 : 3);
     std::vector<float> out = download(x);
