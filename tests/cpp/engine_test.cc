@@ -519,6 +519,26 @@ TEST(Region, KeysFollowStructureAndDeadStoragesNotPointers) {
   EXPECT_NE(key_of(a, b, false), key_of(a, b, true));
 }
 
+TEST(Region, SpentCallsComeBackByPositionAcrossRegionsOfOtherLengths) {
+  Slot a(0, 64), b(0, 64);
+  engine::Region r;
+  for (int64_t n : {4, 5, 6}) r.add(add_(a, b, 1, n), "");
+  r.clear();
+  OpCall first = r.recycled();  // the first region's first call, arguments in place
+  ASSERT_EQ(first.args.size(), 3u);
+  EXPECT_EQ(first.args[0].tensor.view.sizes, (hlo::Dims{4}));
+  r.add(add_(a, b, 1, 7), "");
+  r.clear();
+  // A shorter region replaced only its own positions: a longer one that
+  // follows finds the first region's later calls where they were.
+  for (int64_t n : {7, 5, 6}) {
+    OpCall c = r.recycled();
+    ASSERT_EQ(c.args.size(), 3u);
+    EXPECT_EQ(c.args[0].tensor.view.sizes, (hlo::Dims{n}));
+  }
+  EXPECT_TRUE(r.recycled().args.empty());  // past them: a new call
+}
+
 TEST(ProgramBuilder, DeadStoragesAreNotResults) {
   TwoCalls t;
   for (bool dead : {false, true}) {
