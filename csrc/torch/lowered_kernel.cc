@@ -446,6 +446,12 @@ class LoweredKernel final : public c10::OperatorKernel {
       return;
     }
     torch::jit::drop(*stack, nargs);
+    // Each returned list is as long as the tensor list argument at the same
+    // position (the functional forms of foreach and fused optimizer ops);
+    // read before a deferred call's arguments move into the region.
+    c10::SmallVector<size_t, 8> list_lengths;
+    if (returns_list_)
+      for (size_t k = 0; k < returns_; ++k) list_lengths.push_back(returns_ == 1 ? 0 : call.args[k].list.size());
     c10::SmallVector<at::Tensor, 4> results;
     if (r.deferred) results = fresh_tensors(call, r);
 
@@ -502,11 +508,9 @@ class LoweredKernel final : public c10::OperatorKernel {
       return;
     }
     if (returns_list_) {
-      // Each returned list is as long as the tensor list argument at the same
-      // position (the functional forms of foreach and fused optimizer ops).
       size_t next = 0;
       for (size_t k = 0; k < returns_; ++k) {
-        size_t n = returns_ == 1 ? results.size() : call.args[k].list.size();
+        size_t n = returns_ == 1 ? results.size() : list_lengths[k];
         std::vector<at::Tensor> group(results.begin() + next, results.begin() + next + n);
         next += n;
         torch::jit::push(*stack, c10::List<at::Tensor>(group));

@@ -127,6 +127,27 @@ SGD_KW = dict(
 )
 
 
+@pytest.mark.parametrize(
+    "op,kw,sgd",
+    [
+        (torch.ops.aten._fused_adam, ADAM_KW, False),
+        (torch.ops.aten._fused_adamw, ADAM_KW, False),
+        (torch.ops.aten._fused_sgd, SGD_KW, True),
+    ],
+    ids=["adam", "adamw", "sgd"],
+)
+def test_functional_forms_return_lists_as_long_as_their_arguments(op, kw, sgd):
+    # The functional forms return new lists (what torch.compile's graphs call). In fused mode the call joins a
+    # region, and the lengths of its results must not be read from the call after it moved there.
+    lists = _state(torch.float32, sgd=sgd)
+    expected = op(*lists, **kw)
+    actual = op(*[[t.to(DEVICE) for t in lst] for lst in lists], **kw)
+    assert [len(lst) for lst in actual] == [len(lst) for lst in expected]
+    for a_list, e_list in zip(actual, expected):
+        for a, e in zip(a_list, e_list):
+            torch.testing.assert_close(a.cpu(), e, rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize("found_inf", [0.0, 1.0])
 @pytest.mark.parametrize(
     "op,kw,sgd",
