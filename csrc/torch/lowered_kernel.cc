@@ -446,12 +446,12 @@ class LoweredKernel final : public c10::OperatorKernel {
       return;
     }
     torch::jit::drop(*stack, nargs);
-    // Each returned list is as long as the tensor list argument at the same
-    // position (the functional forms of foreach and fused optimizer ops);
-    // read before a deferred call's arguments move into the region.
+    // Several returned lists (the functional fused optimizer ops): each is as
+    // long as the tensor list argument at the same position, read before a
+    // deferred call's arguments move into the region.
     c10::SmallVector<size_t, 8> list_lengths;
-    if (returns_list_)
-      for (size_t k = 0; k < returns_; ++k) list_lengths.push_back(returns_ == 1 ? 0 : call.args[k].list.size());
+    if (returns_list_ && returns_ > 1)
+      for (size_t k = 0; k < returns_; ++k) list_lengths.push_back(call.args[k].list.size());
     c10::SmallVector<at::Tensor, 4> results;
     if (r.deferred) results = fresh_tensors(call, r);
 

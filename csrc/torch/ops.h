@@ -135,7 +135,7 @@ class PooledCall {
     c.targets.clear();
     c.defer_checks = false;
     c.fusable = false;
-    c.static_values = false;  // a region's spent call (Engine::join) may bring one set
+    c.static_values = false;
   }
   static thread_local std::vector<std::unique_ptr<OpCall>> t_pool;
   static thread_local size_t t_depth;
