@@ -32,9 +32,16 @@ blocks, CPU fallback ops, the share of each tpu mode's time the host spent
 waiting for the device (metrics' wait_seconds: near 100% means the device's
 programs bound the step), fused mode's flushes per step by reason. A mode that
 raises NotImplementedError (fused, until it lands) is skipped and shows "-".
+
+After the timed rounds each tpu mode runs one more block with
+``torch_pjrt.set_device_timing(True)`` (not counted in the rates): the notes
+give its device ms/step (the seconds the device ran programs), and the column
+"device bound" is strict's median step time over fused mode's device time per
+step: the fused/strict that a host costing nothing would reach, since no mode
+runs a step faster than its programs.
 Ends with the line ``eager_modes models=N geomean_fused_over_strict=X
-geomean_fused_over_cpu=Y geomean_strict_over_cpu=Z`` (geometric means over the
-six seed models; "-" where a mode did not run).
+geomean_fused_over_cpu=Y geomean_strict_over_cpu=Z geomean_device_bound=B``
+(geometric means over the six seed models; "-" where a mode did not run).
 
     python bench/eager_modes.py                          # everything (a few minutes on 2 cores)
     python bench/eager_modes.py --modes cpu strict debug # without fused
@@ -252,6 +259,21 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
             if met is not None:
                 mets[mode].append({**met, "block_seconds": seconds})
     rates = {mode: r for mode, r in rates.items() if mode in steppers and r}
+    device = {}  # ms/step the device ran programs, from one more block with device timing on (not in the rates)
+    for mode in [m for m in rates if m != "cpu"]:
+        time.sleep(args.settle)
+        torch_pjrt.set_device_timing(True)
+        try:
+            seconds, met = timed_block(steppers[mode], args.steps, mode)
+            device[mode] = 1e3 * met["device_seconds"] / args.steps
+        except Exception as e:
+            notes.append(f"{workload} {mode}: device-timed block failed: {brief(e)}")
+            recover()
+        finally:
+            torch_pjrt.set_device_timing(False)
+    if device:
+        listed = ", ".join(f"{mode} {ms:.2f}" for mode, ms in device.items())
+        notes.append(f"{workload}: device ms/step (programs running): {listed}")
     for mode, r in rates.items():
         cells[mode] = f"{fmt_rate(statistics.median(r))} [{fmt_rate(min(r))}-{fmt_rate(max(r))}]"
         recompiles = sum(m.get("compiles", 0) for m in mets[mode])
@@ -278,7 +300,7 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
         timed_steps = args.steps * len(mets["fused"])
         per_step = ", ".join(f"{k} {v / timed_steps:.1f}" for k, v in flushes.most_common())
         notes.append(f"{workload} fused: flushes per step: {per_step}")
-    return {"rates": rates, "mets": mets, "cells": cells}
+    return {"rates": rates, "mets": mets, "cells": cells, "device": device}
 
 
 def main() -> None:
@@ -311,10 +333,10 @@ def main() -> None:
     for m, why in unavailable.items():
         print(f"mode {m} skipped: NotImplementedError: {why}")
     print()
-    print("| workload | cpu | debug | strict | fused | ops/region | fused/strict | fused/cpu |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| workload | cpu | debug | strict | fused | ops/region | fused/strict | fused/cpu | device bound |")
+    print("|---|---|---|---|---|---|---|---|---|")
     notes: list[str] = []
-    ratios = {"fused/strict": [], "fused/cpu": [], "strict/cpu": []}
+    ratios = {"fused/strict": [], "fused/cpu": [], "strict/cpu": [], "bound": []}
     for workload in [w for w in WORKLOADS if w in args.only]:
         run_modes = [m for m in workload_modes(workload) if m in modes and m not in unavailable]
         res = run_workload(workload, run_modes, args, notes)
@@ -324,9 +346,15 @@ def main() -> None:
         row.append(f"{stats[0]:.1f} (max {stats[1]})" if stats else "-")
         for num, den in (("fused", "strict"), ("fused", "cpu")):
             row.append(f"{med[num] / med[den]:.2f}" if num in med and den in med else "-")
+        # The most fused/strict could be with a free host: strict's step time over fused mode's device time.
+        fused_device = res["device"].get("fused")
+        bound = 1e3 / med["strict"] / fused_device if fused_device and "strict" in med else None
+        row.append(f"{bound:.2f}" if bound else "-")
+        if bound and workload in SEED_MODELS:
+            ratios["bound"].append(bound)
         print("| " + " | ".join(row) + " |", flush=True)
         if workload in SEED_MODELS:
-            for key in ratios:
+            for key in ("fused/strict", "fused/cpu", "strict/cpu"):
                 num, den = key.split("/")
                 if num in med and den in med:
                     ratios[key].append(med[num] / med[den])
@@ -342,6 +370,7 @@ def main() -> None:
         print(
             "geomean over the seed models: "
             + ", ".join(f"{key} {g(key)} (n={len(ratios[key])})" for key in ("fused/strict", "fused/cpu", "strict/cpu"))
+            + f"; device bound on fused/strict {g('bound')} (n={len(ratios['bound'])})"
         )
     if notes:
         print()
@@ -350,6 +379,7 @@ def main() -> None:
     print(
         f"eager_modes models={n_models} geomean_fused_over_strict={g('fused/strict')}"
         f" geomean_fused_over_cpu={g('fused/cpu')} geomean_strict_over_cpu={g('strict/cpu')}"
+        f" geomean_device_bound={g('bound')}"
     )
 
 

@@ -512,6 +512,8 @@ int64_t Engine::launch(const CachedProgram& program, const std::vector<Slot*>& s
     }
   }
 
+  const bool timed = device_timing_.load(std::memory_order_relaxed);
+  const auto enqueued = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
     program.exe->execute(s.raw, s.kept, s.donated, s.outs);
   } catch (const runtime::Error& e) {
@@ -520,6 +522,9 @@ int64_t Engine::launch(const CachedProgram& program, const std::vector<Slot*>& s
   }
   s.keep.clear();
   metrics_.executed(static_cast<int64_t>(s.donated.size()));
+  if (timed && !s.outs.empty())
+    s.outs[0]->on_ready(
+        [this, enqueued](const std::string&) { metrics_.device_ran(enqueued, std::chrono::steady_clock::now()); });
   if (!s.outs.empty()) {
     // Tracked by an output that stays alive when there is one: a written tensor.
     size_t tracked = 0;

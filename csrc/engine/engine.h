@@ -181,6 +181,11 @@ class Engine {
   // next time, where its error surfaces as usual. Any thread.
   void set_async_compile(bool on) { async_compile_.store(on); }
   bool async_compile() const { return async_compile_.load(); }
+  // Device timing: while on, each program's end is observed (one PJRT
+  // completion callback per program) and counted in metrics'
+  // device_seconds. Off by default, for that callback. Any thread.
+  void set_device_timing(bool on) { device_timing_.store(on); }
+  bool device_timing() const { return device_timing_.load(); }
   // Waits for every background compile (async compile, compiles that lost
   // a race with the shared tier), then for the pending cache writes (the
   // process does this at exit).
@@ -478,6 +483,7 @@ class Engine {
   // Async compile: whether it is on, and the keys compiling in the
   // background or failed there (compiled in the foreground next time).
   std::atomic<bool> async_compile_{false};
+  std::atomic<bool> device_timing_{false};
   std::mutex async_mu_;
   std::unordered_set<ProgramKey, KeyHash> async_compiling_, async_failed_;
   // Starts compiling `calls` (the open region, key `key`) on a background

@@ -38,6 +38,14 @@ void MetricsRecorder::waited(double seconds) {
   m_.wait_seconds += seconds;
 }
 
+void MetricsRecorder::device_ran(std::chrono::steady_clock::time_point enqueued,
+                                 std::chrono::steady_clock::time_point done) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto start = std::max(enqueued, last_done_);
+  if (done > start) m_.device_seconds += std::chrono::duration<double>(done - start).count();
+  last_done_ = std::max(last_done_, done);
+}
+
 void MetricsRecorder::flushed(const char* reason, int64_t calls) {
   std::lock_guard<std::mutex> g(mu_);
   m_.regions++;

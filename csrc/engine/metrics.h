@@ -26,6 +26,12 @@ struct Metrics {
   // points, too many programs in flight, debug mode's per-op wait): high
   // when the device, not the host, bounds the step.
   double wait_seconds = 0;
+  // Seconds a device was running programs, while device timing is on
+  // (Engine::set_device_timing): each program counts from the later of its
+  // enqueue and the end of the program before it to its own end. Beside
+  // the wall time of the same work it says how much of the step the device
+  // bounds: the step cannot run faster than its programs.
+  double device_seconds = 0;
   // Programs loaded from the persistent tiers, and the seconds that took
   // (reading, checking and deserialising); `disk` has the tiers' counters.
   int64_t disk_loads = 0;
@@ -63,6 +69,8 @@ class MetricsRecorder {
   void executed(int64_t donations);
   void synced();
   void waited(double seconds);
+  // A program enqueued at `enqueued` finished at `done` (device timing).
+  void device_ran(std::chrono::steady_clock::time_point enqueued, std::chrono::steady_clock::time_point done);
   void flushed(const char* reason, int64_t calls);
   void replayed();
   void graph_replayed();
@@ -79,6 +87,7 @@ class MetricsRecorder {
   std::mutex mu_;
   Metrics m_;
   std::vector<OpDef*> ops_;
+  std::chrono::steady_clock::time_point last_done_{};  // the latest end device_ran saw
 };
 
 // Adds the seconds from its construction to its destruction to `metrics`'

@@ -231,6 +231,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_async_compile", [](bool on) { engine_or_raise().set_async_compile(on); });
   m.def("_async_compile", [] { return engine_or_raise().async_compile(); });
+  m.def("_set_device_timing", [](bool on) { engine_or_raise().set_device_timing(on); });
+  m.def("_device_timing", [] { return engine_or_raise().device_timing(); });
   m.def("_wait_for_compiles", [] {
     Engine& e = engine_or_raise();
     py::gil_scoped_release no_gil;
@@ -265,6 +267,7 @@ PYBIND11_MODULE(_C, m) {
     d["donations"] = mt.donations;
     d["compile_seconds"] = mt.compile_seconds;
     d["wait_seconds"] = mt.wait_seconds;
+    d["device_seconds"] = mt.device_seconds;
     py::dict fb;
     for (const auto& [k, v] : mt.fallback_ops) fb[py::str(k)] = v;
     d["fallback_ops"] = fb;

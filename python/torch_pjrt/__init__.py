@@ -51,6 +51,7 @@ __all__ = [
     "platform",
     "reset_metrics",
     "set_async_compile",
+    "set_device_timing",
     "set_eager_mode",
     "stablehlo",
     "synchronize",
@@ -106,8 +107,19 @@ def wait_for_compiles() -> None:
     _C._wait_for_compiles()
 
 
+def set_device_timing(on: bool) -> None:
+    """Times the device: while on, ``metrics()["device_seconds"]`` adds up the seconds the device spent running
+    programs (each from the later of its enqueue and the previous program's end, to its own end). Beside the wall
+    time of the same steps it says whether the host or the device bounds them: no eager mode can run a step faster
+    than its programs. Off by default: it costs a completion callback per program. ``TORCH_PJRT_DEVICE_TIME=1``
+    turns it on at import."""
+    _C._set_device_timing(bool(on))
+
+
 def metrics() -> dict:
-    """Counters since the last reset: compiles, cache_hits, executions, syncs, compile_seconds, fallback_ops."""
+    """Counters since the last reset: compiles, cache_hits, executions, syncs, compile_seconds, fallback_ops,
+    wait_seconds (host blocked on the device), device_seconds (see ``set_device_timing``), and fused mode's and the
+    caches' counters."""
     return _C._metrics()
 
 
@@ -174,3 +186,5 @@ if _env_mode and _C._is_available():
     set_eager_mode(_env_mode)
 if os.environ.get("TORCH_PJRT_ASYNC_COMPILE") == "1" and _C._is_available():
     set_async_compile(True)
+if os.environ.get("TORCH_PJRT_DEVICE_TIME") == "1" and _C._is_available():
+    set_device_timing(True)

@@ -623,5 +623,18 @@ TEST(Engine, FusedModeRunsARegionAtTheReadAndMatchesStrict) {
   EXPECT_EQ(m.flush_reasons["read"], 1);
 }
 
+TEST(Metrics, DeviceSecondsCountTheUnionOfProgramRuns) {
+  using std::chrono::milliseconds;
+  engine::MetricsRecorder m;
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  m.device_ran(t0, t0 + milliseconds(10));                     // alone: 10 ms
+  m.device_ran(t0 + milliseconds(2), t0 + milliseconds(25));   // queued behind it: from its end, 15 ms
+  m.device_ran(t0 + milliseconds(40), t0 + milliseconds(45));  // after an idle gap: 5 ms
+  m.device_ran(t0 + milliseconds(41), t0 + milliseconds(44));  // done before the last end: nothing new
+  EXPECT_NEAR(m.snapshot().device_seconds, 0.030, 1e-9);
+  m.reset();
+  EXPECT_EQ(m.snapshot().device_seconds, 0.0);
+}
+
 }  // namespace
 }  // namespace torch_pjrt

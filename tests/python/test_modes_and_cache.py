@@ -76,7 +76,16 @@ def test_metrics_keys_and_reset():
     torch_pjrt.reset_metrics()
     (torch.ones(3, device=TPU) * 2).cpu()
     m = torch_pjrt.metrics()
-    for key in ("compiles", "cache_hits", "executions", "syncs", "compile_seconds", "wait_seconds", "fallback_ops"):
+    for key in (
+        "compiles",
+        "cache_hits",
+        "executions",
+        "syncs",
+        "compile_seconds",
+        "wait_seconds",
+        "device_seconds",
+        "fallback_ops",
+    ):
         assert key in m
     assert m["executions"] >= 1 and m["syncs"] >= 1
     torch_pjrt.reset_metrics()
@@ -101,6 +110,41 @@ def test_wait_seconds_counts_the_host_blocked_on_device_work():
     torch_pjrt.reset_metrics()
     torch_pjrt.synchronize()
     assert torch_pjrt.metrics()["wait_seconds"] < waited
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_device_seconds_count_the_programs_not_the_host(mode):
+    """device_seconds counts only while timing is on, never exceeds the wall time around the work (queued programs
+    are counted from the previous one's end, not from their enqueue), and leaves out the host's pauses between them."""
+    x = torch.randn(512, 512, device=TPU)
+    chain = lambda: x @ x @ x @ x @ x @ x  # noqa: E731
+    with torch_pjrt.eager_mode(mode):
+        for _ in range(2):  # compiled, and fused mode's region seen twice
+            chain().cpu()
+        torch_pjrt.reset_metrics()
+        chain().cpu()
+        assert torch_pjrt.metrics()["device_seconds"] == 0  # off by default
+        torch_pjrt.set_device_timing(True)
+        try:
+            torch_pjrt.reset_metrics()
+            start = time.perf_counter()
+            results = [chain() for _ in range(8)]  # enqueued faster than they run
+            torch_pjrt.synchronize()
+            elapsed = time.perf_counter() - start
+            busy = torch_pjrt.metrics()["device_seconds"]
+            assert 0 < busy <= elapsed
+            del results
+            torch_pjrt.reset_metrics()
+            active = 0.0
+            for _ in range(4):
+                start = time.perf_counter()
+                chain().cpu()
+                active += time.perf_counter() - start
+                time.sleep(0.05)  # the device idles: not counted
+            busy = torch_pjrt.metrics()["device_seconds"]
+            assert 0 < busy <= active + 0.01  # a completion callback may run a moment after the host resumed
+        finally:
+            torch_pjrt.set_device_timing(False)
 
 
 def test_changing_python_scalars_never_recompiles():
