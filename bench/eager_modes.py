@@ -20,8 +20,9 @@ steps instead, as the examples' trainers do. Each timed block also starts
 of the mode before it still spin.
 
 Each (workload, mode) gets its own trainer (same seed) and untimed warm-up
-first, where the compiles happen: blocks of --warmup steps (on tpu at least
-two, and more while a block compiled, up to --warmup-blocks). Then --repeats
+first, where the compiles happen: one block of --warmup steps, then blocks as
+long as the timed ones (on tpu at least two blocks in all, and more while a
+block compiled, up to --warmup-blocks). Then --repeats
 rounds, each timing one block of --steps steps per mode, the modes interleaved
 within the round so machine noise hits them alike; a block ends with
 ``loss.item()`` and, on tpu, ``torch_pjrt.synchronize()``. A cell is the
@@ -165,7 +166,9 @@ def warm_up(step, mode: str, args) -> bool:
     """
     blocks = 0
     while blocks < max(1, args.warmup_blocks):
-        _, met = timed_block(step, args.warmup, mode)
+        # After the first block, blocks as long as the timed ones: a loop whose step is cut by the size cap ends each
+        # block at another phase of its period, and that last region is a program of its own.
+        _, met = timed_block(step, args.warmup if blocks == 0 else args.steps, mode)
         blocks += 1
         if met is None or (blocks > 1 and not met.get("compiles")):
             return True
@@ -309,7 +312,7 @@ def main() -> None:
     p.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
     p.add_argument("--repeats", type=int, default=5, help="interleaved timing blocks per mode")
     p.add_argument("--steps", type=int, default=5, help="training steps per timing block")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps per warm-up block (compiles)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps of the first warm-up block (compiles)")
     p.add_argument(
         "--warmup-blocks", type=int, default=3, help="at most this many warm-up blocks, more while they compile"
     )
