@@ -34,12 +34,14 @@ waiting for the device (metrics' wait_seconds: near 100% means the device's
 programs bound the step), fused mode's flushes per step by reason. A mode that
 raises NotImplementedError (fused, until it lands) is skipped and shows "-".
 
-After the timed rounds each tpu mode runs one more block with
-``torch_pjrt.set_device_timing(True)`` (not counted in the rates): the notes
-give its device ms/step (the seconds the device ran programs), and the column
-"device bound" is strict's median step time over fused mode's device time per
-step: the fused/strict that a host costing nothing would reach, since no mode
-runs a step faster than its programs.
+Fused mode's timed blocks run with ``torch_pjrt.set_device_timing(True)``
+(a completion callback per program: a few per step), and after the timed
+rounds debug and strict run one more block with it (not counted in their
+rates, as a callback per op would slow them). The notes give each mode's
+device ms/step (the seconds the device ran programs; fused: the median over
+its blocks), and the column "device bound" is strict's median step time over
+fused mode's device time per step: the fused/strict that a host costing
+nothing would reach, since no mode runs a step faster than its programs.
 Ends with the line ``eager_modes models=N geomean_fused_over_strict=X
 geomean_fused_over_cpu=Y geomean_strict_over_cpu=Z geomean_device_bound=B``
 (geometric means over the six seed models; "-" where a mode did not run).
@@ -245,6 +247,9 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
     for _ in range(args.repeats):  # interleave the modes so machine noise hits them alike
         for mode in list(steppers):
             time.sleep(args.settle)
+            # Fused mode's few programs per step are timed in its timed blocks; a completion callback per op
+            # would slow strict and debug, which get one extra block below instead.
+            torch_pjrt.set_device_timing(mode == "fused")
             try:
                 seconds, met = timed_block(steppers[mode], args.steps, mode)
             except NotImplementedError:
@@ -258,12 +263,18 @@ def run_workload(workload: str, modes: list[str], args, notes: list[str]) -> dic
                 del steppers[mode]
                 recover()
                 continue
+            finally:
+                torch_pjrt.set_device_timing(False)
             rates[mode].append(args.steps / seconds)
             if met is not None:
                 mets[mode].append({**met, "block_seconds": seconds})
     rates = {mode: r for mode, r in rates.items() if mode in steppers and r}
-    device = {}  # ms/step the device ran programs, from one more block with device timing on (not in the rates)
-    for mode in [m for m in rates if m != "cpu"]:
+    # ms/step the device ran programs: fused mode's median over its timed blocks, the other tpu modes' from one
+    # more block with device timing on (not in their rates)
+    device = {}
+    if mets.get("fused"):
+        device["fused"] = statistics.median(1e3 * m["device_seconds"] / args.steps for m in mets["fused"])
+    for mode in [m for m in rates if m not in ("cpu", "fused")]:
         time.sleep(args.settle)
         torch_pjrt.set_device_timing(True)
         try:
