@@ -105,6 +105,9 @@ void log_compile(const std::vector<const OpCall*>& calls, const Plans& plans) {
 }
 
 thread_local int64_t t_last_request_bytes = 0;
+// The user's line of the region call this thread runs alone (run_calls_alone),
+// for its runtime checks' messages; null otherwise.
+thread_local const std::string* t_call_location = nullptr;
 
 std::mutex g_init_mu;
 std::string g_plugin_path;
@@ -126,6 +129,7 @@ Engine::Engine(std::unique_ptr<runtime::Client> client)
   options.platform = client_->platform_name();
   disk_ = std::make_unique<DiskCache>(std::move(options));
   compile_slots_ = std::max(1u, std::thread::hardware_concurrency());
+  for (int d = 0; d < client_->device_count(); ++d) bytes_limit_.push_back(client_->device_bytes_limit(d));
   if (const char* e = std::getenv("TORCH_PJRT_SHAPE_BUCKETS")) buckets_ = std::string(e) != "0";
   // The engine lives for the process; its pending cache writes are finished
   // at exit.
@@ -447,11 +451,16 @@ int64_t Engine::execute(const CachedProgram& program, const OpCall* const* calls
     }
   }
   t_last_request_bytes = result_bytes;
+  const int device = calls[0]->device;
+  // Refused before it runs, where nothing is donated yet: a plugin may
+  // otherwise fail it only once it runs, and lose what it overwrites.
+  if (const int64_t limit = bytes_limit_.at(device); limit > 0 && result_bytes > limit)
+    throw runtime::Error(8, name + ": out of memory: its results need " + std::to_string(result_bytes) +
+                                " bytes, more than the device's " + std::to_string(limit));
   // Bind the parameters in the signature's terms: distinct slots (numbered
   // as the builder numbered them) and tensor references.
   s.refs.clear();
   for (size_t c = 0; c < n; ++c) for_each_ref(*calls[c], [&](const TensorRef& r, bool) { s.refs.push_back(&r); });
-  const int device = calls[0]->device;
   s.keep.resize(sig.params.size());
   for (size_t i = 0; i < sig.params.size(); ++i) {
     const auto& p = sig.params[i];
@@ -673,7 +682,10 @@ CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& cal
     } else if (sink.kind == Signature::Output::SlotWrite) {
       slots[sink.index]->set({s.outs[i], sig.slot_dtypes[sink.index], call.op->name.c_str()});
     } else {
-      checks = pending_checks(s.outs[i], messages, [&](size_t k) { return messages[k].message; });
+      checks = pending_checks(s.outs[i], messages, [&](size_t k) {
+        const std::string* at = t_call_location;
+        return at && !at->empty() ? messages[k].message + " (at " + *at + ")" : messages[k].message;
+      });
     }
   }
   s.taken.clear();  // the donated buffers' last references
@@ -1011,7 +1023,7 @@ void Engine::run_region() {
         // Its program compiles meanwhile: the calls run as strict mode runs them.
         if (capturing_) capture_ok_ = false, capture_compiling_ = true;
         metrics_.ran_while_compiling();
-        for (const OpCall* c : calls) run_strict(*c);
+        run_calls_alone(calls);
         return;
       }
     }
@@ -1022,12 +1034,21 @@ void Engine::run_region() {
     // A region that does not compile runs call by call, as strict mode would.
     metrics_.replayed();
     if (std::getenv("TORCH_PJRT_DEBUG_REGIONS")) std::fprintf(stderr, "torch_pjrt: region replayed: %s\n", e.what());
-    for (const OpCall* c : calls) run_strict(*c);
+    run_calls_alone(calls);
     return;
   }
   if (hit) metrics_.cache_hit();
   Binding s;
-  execute(*program, calls.data(), calls.size(), r.slots, s, name);
+  try {
+    execute(*program, calls.data(), calls.size(), r.slots, s, name);
+  } catch (const std::exception&) {
+    // The program did not start (out of memory, a failed input): nothing was
+    // donated, and the calls before the one at fault can still run.
+    s.release();
+    metrics_.replayed();
+    run_calls_alone(calls);
+    return;
+  }
   const Signature& sig = program->signature;
   std::vector<const char*> writers(r.slots.size(), nullptr);
   for (const OpCall& c : r.calls)
@@ -1067,6 +1088,42 @@ void Engine::run_region() {
           p.kind == Signature::Param::Slot || !constant ? nullptr : constant_param(p, calls.data(), refs, r.device));
     }
     if (constant) captured_ = std::move(cap);
+  }
+}
+
+void Engine::run_calls_alone(const std::vector<const OpCall*>& calls) {
+  std::exception_ptr first;
+  int64_t first_request_bytes = 0;  // for an out-of-memory message
+  std::unordered_map<const Slot*, std::exception_ptr> failed;
+  struct Reset {
+    ~Reset() { t_call_location = nullptr; }
+  } reset;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const OpCall& c = *calls[i];
+    std::exception_ptr failure;
+    for_each_ref(c, [&](const TensorRef& r, bool) {
+      auto it = failed.find(r.slot);
+      if (!failure && it != failed.end()) failure = it->second;
+    });
+    if (!failure) {
+      t_call_location = i < region_.locations.size() ? &region_.locations[i] : nullptr;
+      try {
+        run_strict(c);
+        continue;
+      } catch (...) {
+        failure = std::current_exception();
+        if (!first) first = failure, first_request_bytes = t_last_request_bytes;
+      }
+    }
+    for (const TensorRef& t : c.targets)
+      if (t.slot) {
+        t.slot->fail(failure);
+        failed[t.slot] = failure;
+      }
+  }
+  if (first) {
+    t_last_request_bytes = first_request_bytes;
+    std::rethrow_exception(first);
   }
 }
 
@@ -1223,6 +1280,7 @@ void Engine::download(Slot& slot, void* dst) {
   Span span("copy_to_host");
   Slot::State st = slot.state();
   if (!st.buffer) {
+    if (std::exception_ptr failed = slot.failure()) std::rethrow_exception(failed);
     std::memset(dst, 0, slot.nbytes);
     return;
   }
@@ -1259,6 +1317,8 @@ runtime::BufferPtr Engine::ensure_buffer(Slot& slot, DType dtype) {
   {
     Slot::State st = slot.state();
     if (st.buffer && st.dtype == dtype) return std::move(st.buffer);
+    if (!st.buffer)
+      if (std::exception_ptr failed = slot.failure()) std::rethrow_exception(failed);
   }
   // One spare byte so an empty storage still has a valid host pointer.
   std::vector<uint8_t> host(slot.nbytes + 1, 0);

@@ -388,6 +388,13 @@ class Engine {
   // plan.results: the exact call's result sizes, each at bucket_of(d, multiple).
   static void bucket_results(BucketPlan& plan, const Signature& exact, int64_t multiple);
   void run_region();
+  // The open region's calls run one by one, as strict mode runs them: when
+  // its program did not compile, compiles in the background, or failed
+  // before it started (out of memory). A call that fails, or reads a
+  // storage that a failed call should have written, leaves its targets
+  // failed (Slot::fail: readers rethrow its error); the calls before and
+  // after it keep their results. Rethrows the first failure at the end.
+  void run_calls_alone(const std::vector<const OpCall*>& calls);
   void check_scalars(const Signature& sig, const OpCall& call, int32_t index) const;
   // Binds the program's parameters for `calls` (their distinct slots in
   // `slots`), donates what it may and executes it; outputs into `outs`.
@@ -409,7 +416,8 @@ class Engine {
                             const std::vector<const char*>& writers, const std::vector<std::string>& check_messages);
 
   std::unique_ptr<runtime::Client> client_;
-  int64_t identity_;  // the first word of every key
+  std::vector<int64_t> bytes_limit_;  // per device: Client::device_bytes_limit
+  int64_t identity_;                  // the first word of every key
   std::string fingerprint_;
   std::unique_ptr<DiskCache> disk_;
   // At most one compile per core at once; other threads keep dispatching.

@@ -27,10 +27,28 @@ void Slot::set(State s) {
     if (!state_.buffer && !pending_ && s.buffer) runtime::DeviceMemory::get().add(device, -nbytes);
     old = std::move(state_.buffer);
     state_ = std::move(s);
+    failure_ = nullptr;
     pending_ = false;
     if (state_.buffer) ever_written_.store(true, std::memory_order_release);
   }
   written_.notify_all();
+}
+
+void Slot::fail(std::exception_ptr failure) {
+  runtime::BufferPtr old;
+  {
+    std::unique_lock<std::mutex> g(mu_);
+    written_.wait(g, [&] { return !pending_; });
+    if (state_.buffer) runtime::DeviceMemory::get().add(device, nbytes);  // reserved again, as before a write
+    old = std::move(state_.buffer);
+    failure_ = std::move(failure);
+    ever_written_.store(true, std::memory_order_release);  // so that programs read it, and rethrow
+  }
+}
+
+std::exception_ptr Slot::failure() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return failure_;
 }
 
 bool Slot::take_if_unshared(const runtime::BufferPtr& ours) {

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 
 #include "hlo/dtype.h"
@@ -52,6 +53,11 @@ class Slot {
   // A program that reads a never-written storage reads zeros of its own
   // (ProgramBuilder) instead of a zero buffer uploaded from the host.
   bool never_written() const { return !ever_written_.load(std::memory_order_acquire); }
+  // Set when the op that should have written this slot failed before its
+  // program ran (a fused region's call replayed alone, see
+  // Engine::run_calls_alone): the slot then holds no buffer, and whoever
+  // reads it rethrows this. Null otherwise; the next set() clears it.
+  std::exception_ptr failure() const;
 
   const int device;
   const int64_t nbytes;
@@ -65,6 +71,8 @@ class Slot {
   friend class Engine;
   friend class Region;
   void set(State s);
+  // Drops the buffer and keeps `failure` for the readers (see failure()).
+  void fail(std::exception_ptr failure);
   // Donation: when the slot's buffer is `ours` and nobody but this slot and
   // the caller holds it, drops the slot's reference (the caller's is then
   // the only one), makes the slot pending and returns true; else changes
@@ -80,6 +88,7 @@ class Slot {
   mutable std::mutex mu_;
   mutable std::condition_variable written_;
   State state_;
+  std::exception_ptr failure_;
   bool pending_ = false;
   std::atomic<int32_t> region_index_{-1};
   std::atomic<bool> ever_written_{false};

@@ -46,6 +46,7 @@ CompletionPtr Engine::download_async(Slot& slot, void* dst, std::shared_ptr<void
   auto done = std::make_shared<Completion>();
   Slot::State st = slot.state();
   if (!st.buffer) {
+    if (std::exception_ptr failed = slot.failure()) std::rethrow_exception(failed);
     std::memset(dst, 0, slot.nbytes);
     done->arrive();
     return done;

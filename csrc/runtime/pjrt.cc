@@ -1,6 +1,7 @@
 #include "runtime/pjrt.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -491,6 +492,22 @@ int64_t Client::device_bytes_in_use(int device) const {
     return -1;  // many plugins (the CPU one included) keep no statistics
   }
   return a.bytes_in_use;
+}
+
+int64_t Client::device_bytes_limit(int device) const {
+  const PJRT_Api* api = plugin_->api();
+  auto a = args_of<PJRT_Device_MemoryStats_Args>();
+  a.device = devices_.at(device);
+  if (PJRT_Error* err = api->PJRT_Device_MemoryStats(&a)) {
+    auto d = args_of<PJRT_Error_Destroy_Args>();
+    d.error = err;
+    api->PJRT_Error_Destroy(&d);
+  } else if (a.bytes_limit_is_set) {
+    return a.bytes_limit;
+  }
+  if (platform_name_ != "cpu") return -1;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : -1;
 }
 
 Client::Upload Client::upload(const void* data, ElementType type, const std::vector<int64_t>& dims, int device,

@@ -245,6 +245,10 @@ class Client {
   std::string device_string(int device) const;
   // Bytes in use on the device as the plugin reports it, or -1 if unknown.
   int64_t device_bytes_in_use(int device) const;
+  // The device's memory in bytes: the plugin's bytes_limit, or on the CPU
+  // platform (whose plugin reports none) the host's physical memory; -1 if
+  // unknown. A program whose results need more cannot run.
+  int64_t device_bytes_limit(int device) const;
 
   // Uploads dense row-major host data of element type `type`. The host
   // memory may be reused as soon as this returns.

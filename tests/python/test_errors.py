@@ -111,3 +111,44 @@ def test_out_of_memory_raises_and_process_survives():
         x.add_(1)
         x[0].item()
     still_works()
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_out_of_memory_in_a_region_keeps_the_other_results(mode):
+    """Fused mode's region holds calls before and after the one that cannot allocate: they keep their results (as in
+    strict mode, which runs them alone), an in-place update of a live parameter is not lost, and what the failed call
+    should have made raises when read instead of reading as zeros."""
+    torch.manual_seed(0)
+    w = torch.randn(64, 64, device=TPU)
+    w_before = w.cpu()
+    with torch_pjrt.eager_mode(mode):
+        a = torch.arange(10.0, device=TPU)
+        b = a * 2  # before the failing call, in the same region
+        w.add_(torch.ones(64, 64, device=TPU))  # an in-place update of a live tensor, same region
+        big = None
+        with pytest.raises(torch.OutOfMemoryError, match="out of memory"):
+            big = torch.zeros(2**38, device=TPU)  # 1 TiB: runs alone in strict mode, joins the region in fused
+            c = b + 1  # after it, independent of it
+            big.sum().item()
+        torch.testing.assert_close(a.cpu(), torch.arange(10.0))
+        torch.testing.assert_close(b.cpu(), torch.arange(10.0) * 2)
+        torch.testing.assert_close(w.cpu(), w_before + 1)
+        assert (big is not None) == (mode == "fused")  # fused mode handed it out before its program ran
+        if big is not None:
+            torch.testing.assert_close(c.cpu(), torch.arange(10.0) * 2 + 1)
+            with pytest.raises(torch.OutOfMemoryError):
+                big[:4].cpu()
+            del big
+        still_works()
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_results_larger_than_the_device_raise_at_the_op(mode):
+    """A program whose results cannot fit the device (1 TiB here; the CPU plugin's device is the host's memory) is
+    refused before it runs, as out of memory at its op, instead of failing later at a sync point."""
+    with torch_pjrt.eager_mode(mode):
+        row = torch.ones(2**20, device=TPU)
+        with pytest.raises(torch.OutOfMemoryError, match=r"aten::mul"):
+            row.expand(2**18, 2**20) * 2
+        torch.testing.assert_close(row.sum().cpu(), torch.tensor(2.0**20))
+        still_works()
