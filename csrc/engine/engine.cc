@@ -960,6 +960,9 @@ void Engine::join(OpCall& call, Slot* const* fresh, size_t n_fresh, const CallRe
   for (size_t k = 0; k < n_fresh; ++k) region_.fresh_bytes += fresh[k]->nbytes;
   const_cast<OpDef*>(op)->calls.fetch_add(1, std::memory_order_relaxed);
 
+  // Another thread left fused mode while this call was planned: no region
+  // stays open outside fused mode, where strict calls would not look for it.
+  if (!capturing_ && mode() != Mode::Fused) return flush(FlushReason::Mode);
   if (capturing_ && capture_ok_) return;  // a captured graph is one region: no cuts
   if (period_.length() >= (int64_t{1} << 16)) period_.reset();
   // Cut at the period of the stream since the last sync point; or, once
@@ -1255,6 +1258,9 @@ void Engine::release_slot(void* ctx) {
 }
 
 void Engine::set_mode(Mode m) {
+  // Under the region lock, so that a call joins either before the flush or
+  // after the new mode is seen (join flushes then).
+  std::lock_guard<std::recursive_mutex> g(region_mu_);
   flush(FlushReason::Mode);
   mode_.store(m);
 }

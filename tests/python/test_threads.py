@@ -163,3 +163,36 @@ def test_syncs_and_metrics_from_threads():
         assert x.cpu().tolist() == [float(i + 50)] * 3
 
     _run_threads(work, n=6)
+
+
+def test_mode_switches_from_another_thread_lose_no_values():
+    """One thread flips the eager mode between fused and strict while another accumulates: a call planned in fused
+    mode that joins after the switch still runs, and no later strict call reads its result as a never-written
+    storage (zeros). Whatever the interleaving, the sums are exact small integers."""
+    import torch_pjrt
+
+    stop = threading.Event()
+
+    def toggle():
+        i = 0
+        while not stop.is_set():
+            torch_pjrt.set_eager_mode(("fused", "strict")[i % 2])
+            i += 1
+            stop.wait(0.0005)
+
+    toggler = threading.Thread(target=toggle)
+    toggler.start()
+    try:
+        sums = []
+        for _ in range(6):
+            a = torch.ones(4, device=TPU)
+            acc = torch.zeros(4, device=TPU)
+            for i in range(300):
+                acc = acc + a * (i % 5)
+            sums.append(acc.cpu())
+    finally:
+        stop.set()
+        toggler.join()
+        torch_pjrt.set_eager_mode("strict")
+    for s in sums:
+        assert s.tolist() == [600.0] * 4
