@@ -204,18 +204,22 @@ V embedding_bag_impl(Context& cx, bool forward_only) {
     cx.check(b.compare(first, b.constant(0, DType::I64), "NE"),
              std::string(cx.op()) +
                  ": offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to "
-                 "start from position 0");
+                 "start from position 0",
+             ErrorKind::Runtime);
     Value last = b.reshape(b.slice(off, {k - 1}, {k}, {1}), {});
     cx.check(b.compare(last, b.constant(static_cast<double>(n), DType::I64), "GT"),
-             std::string(cx.op()) + ": offsets[-1] can not be greater than input's length " + std::to_string(n));
+             std::string(cx.op()) + ": offsets[-1] can not be greater than input's length " + std::to_string(n),
+             ErrorKind::Runtime);
   }
   if (n > 0) {
     Value bad = b.or_(b.compare(idx, b.constant(0, DType::I64), "LT"),
                       b.compare(idx, b.constant(static_cast<double>(num_weights), DType::I64), "GE"));
-    cx.check(any(b, bad), std::string(cx.op()) +
-                              ": index out of range in self (expected idx >= 0 && idx < "
-                              "num_embeddings = " +
-                              std::to_string(num_weights) + ")");
+    cx.check(any(b, bad),
+             std::string(cx.op()) +
+                 ": index out of range in self (expected idx >= 0 && idx < "
+                 "num_embeddings = " +
+                 std::to_string(num_weights) + ")",
+             ErrorKind::Runtime);  // CPU's embedding_bag raises these as RuntimeError
   }
 
   DType out_type = weight.dtype(), t = hlo::opmath_type(out_type);

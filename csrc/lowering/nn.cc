@@ -840,7 +840,7 @@ MultiMargin multi_margin_terms(Context& cx, const MarginRows& r, size_t p_i, siz
   Value zero64 = b.constant(0, DType::I64);
   Value bad = b.or_(b.compare(r.target, zero64, "LT"),
                     b.compare(r.target, b.constant(static_cast<double>(r.c), DType::I64), "GE"));
-  cx.check(any_all(b, bad), "target out of range");
+  cx.check(any_all(b, bad), "target out of range", ErrorKind::Runtime);
   Value safe = b.clamp(zero64, r.target, b.constant(static_cast<double>(r.c - 1), DType::I64));
   Dims nc{r.n, r.c};
   Value xy = b.broadcast_in_dim(pick(b, r.x, safe), nc, {0});
@@ -919,7 +919,7 @@ MultiLabel multilabel_terms(Context& cx, const MarginRows& r, DType t) {
   Value seen = b.dot_general(neg, tri, {}, {}, {1}, {0}, DType::F32);
   Value valid = b.compare(seen, b.constant(0, DType::F32), "EQ");
   Value oob = b.and_(valid, b.compare(r.target, b.constant(static_cast<double>(c), DType::I64), "GE"));
-  cx.check(any_all(b, oob), "target index is out of bounds");
+  cx.check(any_all(b, oob), "target index is out of bounds", ErrorKind::Runtime);
   Value safe = b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(c - 1), DType::I64));
   Value cls = b.iota({DType::I64, njc}, 2);
   Value onehot =

@@ -476,11 +476,15 @@ V index_add(Context& cx) {
   if (src.dims()[dim] != n)
     cx.fail("index_add_(): Number of indices (" + std::to_string(n) + ") should be equal to source.size(dim) (" +
             std::to_string(src.dims()[dim]) + ")");
+  // CPU checks a 1-D self itself (IndexError) and hands any other to
+  // scatter_add's kernel (RuntimeError).
+  const bool in_self = self.rank() <= 1;
+  const ErrorKind kind = in_self ? ErrorKind::Index : ErrorKind::Runtime;
   if (n == 0 || self.type.numel() == 0) {
-    if (n > 0) check_range(cx, idx, size, dim, false, true);
+    if (n > 0) check_range(cx, idx, size, dim, false, in_self, kind);
     return {self0};
   }
-  check_range(cx, idx, size, dim, false, true);
+  check_range(cx, idx, size, dim, false, in_self, kind);
   if (!cx.none(4)) {
     Value alpha = cx.as(4, self.dtype());
     src = b.binary(hlo::product_op(self.dtype()), src, alpha);
@@ -1212,7 +1216,9 @@ Value sorted_sequence(Context& cx, const Dims& values) {
     Value idx = index_arg(cx, sorter);
     int64_t last = seq.rank() - 1;
     if (idx.type.numel() > 0) {
-      check_range(cx, idx, seq.dims()[last], last, false);
+      Value bad = any(b, b.or_(b.compare(idx, b.constant(0, DType::I64), "LT"),
+                               b.compare(idx, b.constant(seq.dims()[last], DType::I64), "GE")));
+      cx.check(bad, "torch.searchsorted(): sorter index out of range", ErrorKind::Runtime);
       seq = take_at(b, seq, idx, last);
     }
   }

@@ -152,3 +152,40 @@ def test_results_larger_than_the_device_raise_at_the_op(mode):
             row.expand(2**18, 2**20) * 2
         torch.testing.assert_close(row.sum().cpu(), torch.tensor(2.0**20))
         still_works()
+
+
+def _bad_index_cases(dev):
+    import torch.nn.functional as F
+
+    def t(v):
+        return torch.tensor(v, device=dev)
+
+    w = torch.arange(12.0, device=dev).reshape(3, 4)
+    x = torch.arange(6.0, device=dev).reshape(2, 3)
+    return {
+        "index_add_2d": lambda: w.clone().index_add_(0, t([5]), torch.ones(1, 4, device=dev)),
+        "index_add_1d": lambda: w[0].clone().index_add_(0, t([5]), torch.ones(1, device=dev)),
+        "embedding_bag_index": lambda: F.embedding_bag(t([0, 9]), w, t([0])),
+        "embedding_bag_first_offset": lambda: F.embedding_bag(t([0, 1]), w, t([1])),
+        "embedding_bag_last_offset": lambda: F.embedding_bag(t([0, 1]), w, t([0, 5])),
+        "searchsorted_sorter": lambda: torch.searchsorted(t([1.0, 2.0, 3.0]), t([2.0]), sorter=t([0, 1, 5])),
+        "multi_margin_loss": lambda: F.multi_margin_loss(x, t([0, 7])),
+        "multilabel_margin_loss": lambda: F.multilabel_margin_loss(x, t([[0, 7, -1], [1, -1, 0]])),
+        "nll_loss": lambda: F.nll_loss(x, t([0, 7])),
+        "index_select": lambda: w.index_select(0, t([5])),
+    }
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("name", list(_bad_index_cases("cpu")))
+def test_bad_index_errors_have_cpus_class(mode, name):
+    """Out-of-range indices found at run time raise the class CPU raises for the same call (IndexError for some ops,
+    RuntimeError for others: `except RuntimeError` code must keep working)."""
+    with pytest.raises(Exception) as on_cpu:
+        _bad_index_cases("cpu")[name]()
+    with torch_pjrt.eager_mode(mode):
+        with pytest.raises(Exception) as on_tpu:
+            _bad_index_cases(TPU)[name]()
+            torch_pjrt.synchronize()
+    assert type(on_tpu.value) is type(on_cpu.value), on_tpu.value
+    still_works()

@@ -695,13 +695,8 @@ IndexCase = {
     "setitem": lambda x, i: x.index_put_((i,), torch.zeros((), device=x.device)),
     "scatter": lambda x, i: x.scatter_(0, i[:, None].expand(-1, 3), 1.0),
     "index_add": lambda x, i: x.index_add_(0, i, torch.ones(i.numel(), 3, device=x.device)),
+    "index_add_1d": lambda x, i: x[:, 0].contiguous().index_add_(0, i, torch.ones(i.numel(), device=x.device)),
 }
-
-
-INDEX_ADD_XFAIL = (
-    "CPU's index_add_ of a 2-D float self takes the scatter_add kernel, whose range check raises RuntimeError; "
-    "the lowering raises index_add_cpu_'s IndexError"
-)
 
 
 def cpu_error(fn, x, i):
@@ -717,8 +712,6 @@ def cpu_error(fn, x, i):
 @pytest.mark.parametrize("bad", [4, -5])
 def test_out_of_range_raises_at_sync(name, bad):
     fn = IndexCase[name]
-    if name == "index_add":
-        pytest.xfail(INDEX_ADD_XFAIL)
     x = torch.arange(12.0).reshape(4, 3)
     good = idx([3, 0, -1]) if name in ("getitem", "setitem") else idx([3, 0, 1])
     xd = dev(x)
@@ -747,8 +740,6 @@ def test_out_of_range_raises_at_cpu_and_item(name):
 @pytest.mark.parametrize("name", list(IndexCase))
 def test_out_of_range_raises_at_once_in_debug_mode(name):
     fn = IndexCase[name]
-    if name == "index_add":
-        pytest.xfail(INDEX_ADD_XFAIL)
     torch_pjrt.set_eager_mode("debug")
     xd = dev(torch.arange(12.0).reshape(4, 3))
     with pytest.raises(cpu_error(fn, xd.cpu(), idx([0, 9]))):
