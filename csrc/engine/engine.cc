@@ -684,7 +684,8 @@ CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& cal
     } else {
       checks = pending_checks(s.outs[i], messages, [&](size_t k) {
         const std::string* at = t_call_location;
-        return at && !at->empty() ? messages[k].message + " (at " + *at + ")" : messages[k].message;
+        std::string message = check_message(call.op->name, messages[k].message);
+        return at && !at->empty() ? message + " (at " + *at + ")" : message;
       });
     }
   }
@@ -700,7 +701,7 @@ CallResult Engine::store_outputs(const CachedProgram& program, const OpCall& cal
         throw named(e, call.op->name);
       }
     }
-    for (const PendingCheck& c : checks) raise_if_failed(c, call.op->name);
+    for (const PendingCheck& c : checks) raise_if_failed(c);
   } else if (call.defer_checks) {
     result.checks = std::move(checks);
   } else {
@@ -1064,7 +1065,7 @@ void Engine::run_region() {
     const BucketPlan* plan = r.plans.size() > static_cast<size_t>(c.call) ? r.plans[c.call].get() : nullptr;
     const size_t k = checks_of[c.call]++;
     const std::string& message = plan && k < plan->check_messages.size() ? plan->check_messages[k] : c.message;
-    messages.push_back(message + (at.empty() ? "" : " (at " + at + ")"));
+    messages.push_back(check_message(r.calls[c.call].op->name, message) + (at.empty() ? "" : " (at " + at + ")"));
   }
   store_region_outputs(sig, r.slots, s, writers, messages);
   if (recording_ && capture_ok_) {

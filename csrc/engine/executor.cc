@@ -64,8 +64,13 @@ bool CheckFlags::failed(size_t i) {
   return i < host_.size() && host_[i] != 0;
 }
 
-void raise_if_failed(const PendingCheck& c, const std::string& op) {
-  if (c.flags->failed(c.index)) throw CheckError(op.empty() ? c.message : op + ": " + c.message, c.kind);
+std::string check_message(const std::string& op, const std::string& message) {
+  const bool named = message.size() > op.size() && message.compare(0, op.size(), op) == 0 && message[op.size()] == ':';
+  return named ? message : op + ": " + message;
+}
+
+void raise_if_failed(const PendingCheck& c) {
+  if (c.flags->failed(c.index)) throw CheckError(c.message, c.kind);
 }
 
 void Executor::enqueued(const runtime::BufferPtr& output, const char* op) {

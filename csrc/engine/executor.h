@@ -77,9 +77,13 @@ std::vector<PendingCheck> pending_checks(runtime::BufferPtr flags, const Checks&
   return out;
 }
 
-// Reads one check now (waiting for its program) and throws CheckError naming
-// `op` (when not empty) if it failed.
-void raise_if_failed(const PendingCheck& check, const std::string& op = "");
+// A runtime check's message that names its op: "aten::x: <message>", unless
+// the lowering's message starts with that already.
+std::string check_message(const std::string& op, const std::string& message);
+
+// Reads one check now (waiting for its program) and throws CheckError if it
+// failed. Its message names its op already (check_message).
+void raise_if_failed(const PendingCheck& check);
 
 // The completion of some device work that finishes in `parts` pieces (a
 // copy, or everything before an event). Shared by whoever waits for it.

@@ -162,7 +162,9 @@ void rethrow_as_torch(const std::string& op) {
   } catch (const python_error&) {
     throw;
   } catch (const engine::CheckError& e) {
-    raise_kind(e.kind, e.what() + where);
+    // A fused region's check names its own line already.
+    const bool located = std::string(e.what()).find(" (at ") != std::string::npos;
+    raise_kind(e.kind, located ? std::string(e.what()) : e.what() + where);
   } catch (const std::out_of_range& e) {
     TORCH_CHECK_INDEX(false, e.what(), where);
   } catch (const runtime::Error& e) {

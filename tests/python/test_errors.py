@@ -189,3 +189,19 @@ def test_bad_index_errors_have_cpus_class(mode, name):
             torch_pjrt.synchronize()
     assert type(on_tpu.value) is type(on_cpu.value), on_tpu.value
     still_works()
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "fused"])
+def test_runtime_check_messages_name_their_op_once(mode):
+    a = torch.arange(4.0, device=TPU)
+    with torch_pjrt.eager_mode(mode):
+        with pytest.raises(IndexError) as bad_index:
+            a.index_select(0, torch.tensor([9], device=TPU))
+            torch_pjrt.synchronize()
+        with pytest.raises(ZeroDivisionError) as by_zero:
+            a.long() // torch.zeros(4, dtype=torch.long, device=TPU)
+            torch_pjrt.synchronize()
+    for e, op in ((bad_index.value, "aten::index_select"), (by_zero.value, "aten::floor_divide")):
+        assert str(e).count(op) == 1, str(e)
+        assert str(e).count(" (at ") == (0 if mode == "strict" else 1), str(e)
+    still_works()
