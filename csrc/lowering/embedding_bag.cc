@@ -36,13 +36,6 @@ using V = std::vector<Value>;
 
 enum Mode : int64_t { kSum = 0, kMean = 1, kMax = 2 };
 
-Value any(hlo::Builder& b, Value pred) {
-  if (pred.rank() == 0) return pred;
-  Dims all;
-  for (int64_t i = 0; i < pred.rank(); ++i) all.push_back(i);
-  return b.reduce(pred, b.constant(0, DType::Bool), all, "stablehlo.or");
-}
-
 // An integer index tensor (indices, offsets, offset2bag) as 1-D i64.
 Value index_vector(Context& cx, Value x, const char* what) {
   if (!hlo::is_integral(x.dtype()) || x.dtype() == DType::Bool)
@@ -214,7 +207,7 @@ V embedding_bag_impl(Context& cx, bool forward_only) {
   if (n > 0) {
     Value bad = b.or_(b.compare(idx, b.constant(0, DType::I64), "LT"),
                       b.compare(idx, b.constant(static_cast<double>(num_weights), DType::I64), "GE"));
-    cx.check(any(b, bad),
+    cx.check(any_true(b, bad),
              std::string(cx.op()) +
                  ": index out of range in self (expected idx >= 0 && idx < "
                  "num_embeddings = " +
@@ -311,7 +304,7 @@ void check_rows(Context& cx, const Value& src, int64_t k, const Value* used) {
     else
       cx.fail(message, kind);
   };
-  auto used_from = [&](int64_t from) { return any(b, b.slice(*used, {from}, {k}, {1})); };
+  auto used_from = [&](int64_t from) { return any_true(b, b.slice(*used, {from}, {k}, {1})); };
   if (src.rank() == 0) {
     if (!used) {
       if (k != 1)
@@ -403,7 +396,7 @@ Value dense_backward_max(Context& cx, Value grad, Value bag_size, Value mi, int6
   Value use = b.broadcast_in_dim(used, {k, d}, {0});
   Value oob = b.or_(b.compare(m, b.constant(0, DType::I64), "LT"),
                     b.compare(m, b.constant(static_cast<double>(num_weights), DType::I64), "GE"));
-  cx.check(any(b, b.and_(use, oob)), std::string(cx.op()) + ": index out of range in self");
+  cx.check(any_true(b, b.and_(use, oob)), std::string(cx.op()) + ": index out of range in self");
   // Empty bags contribute nothing: their row goes out of range.
   m = b.select(use, m, b.full(static_cast<double>(num_weights), TensorType{DType::I64, {k, d}}));
   TensorType ct{DType::I64, {k, d, 1}};
@@ -494,7 +487,7 @@ Value dense_backward(Context& cx, Value grad, Value indices, Value o2b, Value ba
     // CPU reads grad.size(1) for the first index that is not padding_idx.
     if (n > 0) {
       Value live = b.compare(idx, b.constant(static_cast<double>(padding_idx), DType::I64), "NE");
-      cx.check(any(b, live),
+      cx.check(any_true(b, live),
                std::string(cx.op()) + ": " +
                    (grad.rank() == 0 ? "Dimension specified as 1 but tensor has no dimensions"
                                      : "Dimension out of range (expected to be in range of [-1, 0], but got 1)"));

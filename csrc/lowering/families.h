@@ -60,6 +60,13 @@ inline Dims iota_dims(int64_t n, int64_t from = 0) {
   return d;
 }
 
+// Rank-0 i1: whether any element of the i1 tensor `pred` is true (what a
+// runtime check tests).
+inline Value any_true(hlo::Builder& b, Value pred) {
+  if (pred.rank() == 0) return pred;
+  return b.reduce(pred, b.constant(0, DType::Bool), iota_dims(pred.rank()), "stablehlo.or");
+}
+
 // Argument i converted to the dtype PyTorch computes its float function in
 // (ints promote to f32, f16/bf16 compute in f32), and the dtype of the result.
 struct FloatArg {

@@ -50,13 +50,6 @@ Value max_over(hlo::Builder& b, Value x, const Dims& dims) {
 Value at_least(hlo::Builder& b, Value x, Value lo) { return b.select(b.compare(x, lo, "LT"), lo, x); }
 Value at_most(hlo::Builder& b, Value x, Value hi) { return b.select(b.compare(x, hi, "GT"), hi, x); }
 
-Value any_all(hlo::Builder& b, Value pred) {
-  Dims all;
-  for (int64_t i = 0; i < pred.rank(); ++i) all.push_back(i);
-  if (all.empty()) return pred;
-  return b.reduce(pred, b.constant(0, DType::Bool), all, "stablehlo.or");
-}
-
 // Elementwise loss reduced as PyTorch's `reduction` argument says (none, mean
 // over all elements, or sum), in the compute dtype.
 Value reduce_loss(hlo::Builder& b, Value loss, int64_t reduction) {
@@ -202,7 +195,7 @@ NllRows nll_rows(Context& cx, size_t xi, size_t wi, size_t ii, DType t) {
   Value zero = b.constant(0, DType::I64);
   Value out_of_range =
       b.or_(b.compare(target, zero, "LT"), b.compare(target, b.constant(static_cast<double>(c), DType::I64), "GE"));
-  cx.check(any_all(b, b.and_(valid, out_of_range)), "Target is out of bounds.");
+  cx.check(any_true(b, b.and_(valid, out_of_range)), "Target is out of bounds.");
   Value safe = b.clamp(zero, target, b.constant(static_cast<double>(std::max<int64_t>(c - 1, 0)), DType::I64));
   // No rows (an empty batch) or no classes: nothing to gather from.
   bool empty = m == 0 || c == 0;
@@ -320,7 +313,7 @@ V binary_cross_entropy(Context& cx) {
   Value x = b.convert(self, t), y = cx.as(1, t);
   // CPU: every input in [0, 1] (NaN fails)
   Value in01 = b.and_(b.compare(x, b.constant(0, t), "GE"), b.compare(x, b.constant(1, t), "LE"));
-  cx.check(any_all(b, b.not_(in01)), "all elements of input should be between 0 and 1", ErrorKind::Runtime);
+  cx.check(any_true(b, b.not_(in01)), "all elements of input should be between 0 and 1", ErrorKind::Runtime);
   Value one = b.constant(1, t), floor = b.constant(-100, t);
   Value lx = at_least(b, b.log(x), floor), l1x = at_least(b, b.log(b.sub(one, x)), floor);
   Value loss = b.neg(b.add(b.mul(y, lx), b.mul(b.sub(one, y), l1x)));
@@ -840,7 +833,7 @@ MultiMargin multi_margin_terms(Context& cx, const MarginRows& r, size_t p_i, siz
   Value zero64 = b.constant(0, DType::I64);
   Value bad = b.or_(b.compare(r.target, zero64, "LT"),
                     b.compare(r.target, b.constant(static_cast<double>(r.c), DType::I64), "GE"));
-  cx.check(any_all(b, bad), "target out of range", ErrorKind::Runtime);
+  cx.check(any_true(b, bad), "target out of range", ErrorKind::Runtime);
   Value safe = b.clamp(zero64, r.target, b.constant(static_cast<double>(r.c - 1), DType::I64));
   Dims nc{r.n, r.c};
   Value xy = b.broadcast_in_dim(pick(b, r.x, safe), nc, {0});
@@ -919,7 +912,7 @@ MultiLabel multilabel_terms(Context& cx, const MarginRows& r, DType t) {
   Value seen = b.dot_general(neg, tri, {}, {}, {1}, {0}, DType::F32);
   Value valid = b.compare(seen, b.constant(0, DType::F32), "EQ");
   Value oob = b.and_(valid, b.compare(r.target, b.constant(static_cast<double>(c), DType::I64), "GE"));
-  cx.check(any_all(b, oob), "target index is out of bounds", ErrorKind::Runtime);
+  cx.check(any_true(b, oob), "target index is out of bounds", ErrorKind::Runtime);
   Value safe = b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(c - 1), DType::I64));
   Value cls = b.iota({DType::I64, njc}, 2);
   Value onehot =
@@ -1335,7 +1328,7 @@ V rrelu_with_noise(Context& cx) {
   Value lo = cx.as(2, t), hi = cx.as(3, t);
   Value nonpos = b.compare(x, k(b, 0, x), "LE");
   if (cx.flag(4))  // a slope is drawn from U(lower, upper) for each x <= 0
-    cx.check(b.and_(any_all(b, nonpos), b.compare(cx.as(2, DType::F64), cx.as(3, DType::F64), "GT")),
+    cx.check(b.and_(any_true(b, nonpos), b.compare(cx.as(2, DType::F64), cx.as(3, DType::F64), "GT")),
              "Expected from <= to to be true, but got false.  (Could this error message be improved?  If so, please "
              "report an enhancement request to PyTorch.)",
              ErrorKind::Runtime);

@@ -283,6 +283,13 @@ V multinomial(Context& cx) {
   DType t = hlo::opmath_type(self.dtype());
   Dims out = self.rank() == 2 ? Dims{rows, samples} : Dims{samples};
   Value p = b.reshape(b.convert(self, t), {rows, n});
+  // CPU's checks of the weights, at run time.
+  Value zero = b.constant(0, t), inf = b.constant(std::numeric_limits<double>::infinity(), t);
+  Value invalid = b.or_(b.or_(b.compare(p, zero, "LT"), b.compare(p, p, "NE")), b.compare(b.abs(p), inf, "EQ"));
+  cx.check(any_true(b, invalid), "probability tensor contains either `inf`, `nan` or element < 0", ErrorKind::Runtime);
+  Value row_sum = b.reduce(p, zero, {1}, "stablehlo.add");
+  cx.check(any_true(b, b.compare(row_sum, zero, "LE")), "invalid multinomial distribution (sum of probabilities <= 0)",
+           ErrorKind::Runtime);
   Value state = cx.rng(3);
   if (!replacement) {
     Value u = uniform01(b, state, {rows, n}, t, float_digits(t));

@@ -31,12 +31,6 @@ Dims with_dim(Dims d, int64_t dim, int64_t size) {
 
 // ---- index helpers
 
-// Rank-0 i1: true when any element of the i1 tensor `pred` is true.
-Value any(hlo::Builder& b, Value pred) {
-  if (pred.rank() == 0) return pred;
-  return b.reduce(pred, b.constant(0, DType::Bool), iota_dims(pred.rank()), "stablehlo.or");
-}
-
 // An index tensor as i64; bool/uint8 masks (data-dependent shapes) and floats are refused.
 Value index_arg(Context& cx, Value idx) {
   if (idx.dtype() == DType::Bool || idx.dtype() == DType::U8)
@@ -60,7 +54,7 @@ void check_range(Context& cx, Value idx, int64_t size, int64_t dim, bool allow_n
   Value hi = dynamic ? true_size : b.constant(size, DType::I64);
   Value below = b.compare(idx, lo, "LT");  // sequenced: the golden text depends on the order
   Value above = b.compare(idx, hi, "GE");
-  Value bad = any(b, b.or_(below, above));
+  Value bad = any_true(b, b.or_(below, above));
   std::string where = "dimension " + std::to_string(dim) + " with size " + std::to_string(size);
   cx.check(bad,
            std::string(cx.op()) + (in_self_message ? ": index out of range in self (" + where + ")"
@@ -1216,8 +1210,8 @@ Value sorted_sequence(Context& cx, const Dims& values) {
     Value idx = index_arg(cx, sorter);
     int64_t last = seq.rank() - 1;
     if (idx.type.numel() > 0) {
-      Value bad = any(b, b.or_(b.compare(idx, b.constant(0, DType::I64), "LT"),
-                               b.compare(idx, b.constant(seq.dims()[last], DType::I64), "GE")));
+      Value bad = any_true(b, b.or_(b.compare(idx, b.constant(0, DType::I64), "LT"),
+                                    b.compare(idx, b.constant(seq.dims()[last], DType::I64), "GE")));
       cx.check(bad, "torch.searchsorted(): sorter index out of range", ErrorKind::Runtime);
       seq = take_at(b, seq, idx, last);
     }

@@ -53,11 +53,6 @@ Value chbevl(hlo::Builder& b, Value x, const Coeffs& c) {
 
 Value is_neg(hlo::Builder& b, Value x) { return b.compare(x, k(b, 0, x), "LT"); }
 Value is_nan(hlo::Builder& b, Value x) { return b.compare(x, x, "NE"); }
-Value any(hlo::Builder& b, Value pred) {
-  Dims all;
-  for (int64_t i = 0; i < pred.rank(); ++i) all.push_back(i);
-  return b.reduce(pred, b.constant(0, DType::Bool), all, "stablehlo.or");
-}
 
 // ---- modified Bessel functions of the first kind (calc_i0, calc_i0e, calc_i1, calc_i1e)
 
@@ -394,7 +389,7 @@ Value airy_ai(hlo::Builder& b, Value x) {
   // State: kk (scalar), m, n, f, g, t.
   auto st = while_loop(
       b, {one, ones, x, ones, x, ones},
-      [&](hlo::Builder& bb, const std::vector<Value>& s) { return std::vector<Value>{any(bb, active(bb, s[5]))}; },
+      [&](hlo::Builder& bb, const std::vector<Value>& s) { return std::vector<Value>{any_true(bb, active(bb, s[5]))}; },
       [&](hlo::Builder& bb, const std::vector<Value>& s) {
         Value go = active(bb, s[5]);
         Value c1 = k(bb, 1, x);
@@ -468,7 +463,7 @@ Value recurrence(hlo::Builder& b, Value n, Value run, Value p0, Value q0, bool n
   auto st = while_loop(
       b, {b.constant(2, DType::I64), p0, q0},
       [&](hlo::Builder& bb, const std::vector<Value>& s) {
-        return std::vector<Value>{any(bb, active(bb, s[0], s[2]))};
+        return std::vector<Value>{any_true(bb, active(bb, s[0], s[2]))};
       },
       [&](hlo::Builder& bb, const std::vector<Value>& s) {
         Value go = active(bb, s[0], s[2]);
@@ -986,7 +981,7 @@ Value zeta(hlo::Builder& b, Value x, Value q) {
   auto loop = b.op_multi("stablehlo.while", {i0, q, b.full(0, ft), s0, f}, {it, ft, ft, ft, bt}, "",
                          {{{it, ft, ft, ft, bt},
                            [&](hlo::Builder& bb, const std::vector<Value>& st) {
-                             return std::vector<Value>{any(bb, active(bb, st[0], st[1], st[4]))};
+                             return std::vector<Value>{any_true(bb, active(bb, st[0], st[1], st[4]))};
                            }},
                           {{it, ft, ft, ft, bt}, [&](hlo::Builder& bb, const std::vector<Value>& st) {
                              Value go = active(bb, st[0], st[1], st[4]);
@@ -1310,7 +1305,7 @@ V iterate(hlo::Builder& b, Value active, const V& state, int64_t max_iter, const
       b, init,
       [max_iter](hlo::Builder& b, const V& s) {
         Value more = b.compare(s[0], b.constant(static_cast<double>(max_iter), DType::I64), "LT");
-        return V{b.and_(more, any(b, s[1]))};
+        return V{b.and_(more, any_true(b, s[1]))};
       },
       [&step](hlo::Builder& b, const V& s) {
         V cur(s.begin() + 2, s.end());

@@ -430,3 +430,20 @@ def test_same_seed_same_numbers_in_debug_mode():
         torch.manual_seed(11)
         b = torch.randn(100, device=DEVICE).cpu()
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize(
+    "weights",
+    [[0.5, -0.1, 0.6], [0.0, 0.0, 0.0], [0.5, float("nan"), 0.5], [0.5, float("inf"), 0.5], [[1.0, 2.0], [0.0, 0.0]]],
+)
+@pytest.mark.parametrize("replacement", [False, True])
+def test_multinomial_refuses_what_cpu_refuses(mode, weights, replacement):
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.multinomial(torch.tensor(weights), 1, replacement=replacement)
+    with torch_pjrt.eager_mode(mode):
+        with pytest.raises(RuntimeError) as on_tpu:
+            torch.multinomial(torch.tensor(weights, device="tpu"), 1, replacement=replacement).cpu()
+    assert str(on_cpu.value) in str(on_tpu.value)
+    ok = torch.multinomial(torch.tensor([0.0, 1.0], device="tpu"), 1).cpu()
+    assert ok.tolist() == [1]
