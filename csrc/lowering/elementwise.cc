@@ -111,16 +111,15 @@ Value float_floor_div(hlo::Builder& b, Value a, Value d) {
   return b.select(b.compare(d, zero, "EQ"), q, fl);
 }
 
-// CPU raises ZeroDivisionError for an integer division or remainder by
-// zero: the program checks the divisor (raised at the next sync point).
-void check_divisor(Context& cx, Value d) {
+// CPU raises ZeroDivisionError for an integer division or remainder of `a`
+// by zero: the program checks the divisor `d` (raised at the next sync
+// point). An empty result divides nothing (its broadcast has a 0 dim).
+void check_divisor(Context& cx, Value a, Value d) {
   if (hlo::is_floating(d.dtype()) || hlo::is_complex(d.dtype())) return;
+  if (a.type.numel() == 0 || d.type.numel() == 0) return;
   auto& b = cx.b;
-  Value zero = b.compare(d, b.constant(0, d.dtype()), "EQ");
-  Dims all;
-  for (int64_t i = 0; i < zero.rank(); ++i) all.push_back(i);
-  if (!all.empty()) zero = b.reduce(zero, b.constant(0, DType::Bool), all, "stablehlo.or");
-  cx.check(zero, "ZeroDivisionError", lowering::ErrorKind::ZeroDivision);
+  cx.check(any_true(b, b.compare(d, b.constant(0, d.dtype()), "EQ")), "ZeroDivisionError",
+           lowering::ErrorKind::ZeroDivision);
 }
 
 Value divide(Context& cx, const std::string& mode) {
@@ -132,7 +131,7 @@ Value divide(Context& cx, const std::string& mode) {
   if (mode.empty()) t = float_type(t);
   if (!hlo::is_floating(t)) {
     Value a = cx.as(0, t), b = cx.as(1, t);
-    check_divisor(cx, b);
+    check_divisor(cx, a, b);
     if (mode == "floor") return int_floor_div(cx.b, a, b);
     return cx.b.div(a, b);  // trunc
   }
@@ -158,7 +157,7 @@ V remainder_tensor(Context& cx) {
   // Both operands in dtype t first (a Scalar divisor rounds to float16 too), then opmath.
   DType m = hlo::opmath_type(t);
   Value a = cx.b.convert(cx.as(0, t), m), b = cx.b.convert(cx.as(1, t), m);
-  check_divisor(cx, b);
+  check_divisor(cx, a, b);
   Value r = cx.b.binary("stablehlo.remainder", a, b);
   Value zero = cx.b.constant(0, a.dtype());
   Value fix = cx.b.and_(cx.b.compare(r, zero, "NE"),
@@ -169,7 +168,7 @@ V fmod_tensor(Context& cx) {
   DType t = cx.result_type({0, 1});
   if (hlo::is_complex(t) || t == DType::Bool) refuse_dtype(cx, t, "fmod_cpu");
   auto [a, b] = promote(cx, 0, 1);
-  check_divisor(cx, b);
+  check_divisor(cx, a, b);
   return {cx.b.binary("stablehlo.remainder", a, b)};
 }
 

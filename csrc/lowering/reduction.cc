@@ -604,22 +604,24 @@ V cum_extremum(Context& cx, bool is_max) {
     cx.dim(given, t.rank());
   }
   int64_t d = cx.dim(given, x.rank());
-  Value idx = b.iota(TensorType{DType::I64, x.dims()}, d);
+  // Two one-result scans (XLA's CPU pipeline fails on, or crashes in, a
+  // two-result scan of (value, index) longer than 16): the running extremum,
+  // where a NaN wins as in CPU's kernel, then the latest position whose
+  // element equals the extremum so far, which is where it was last reached
+  // (a tie moves forward; once a NaN came, the latest NaN).
   Value init = is_max ? lowest(b, x.dtype()) : highest(b, x.dtype());
-  V r = b.scan_multi({x, idx}, {init, b.constant(-1, DType::I64)}, d,
-                     [is_max](hlo::Builder& b, const std::vector<Value>& a) {
-                       Value v0 = a[0], i0 = a[1], v1 = a[2], i1 = a[3];
-                       Value nan0 = b.compare(v0, v0, "NE"), nan1 = b.compare(v1, v1, "NE");
-                       Value later = b.compare(i0, i1, "GT");
-                       Value better = b.compare(v0, v1, is_max ? "GT" : "LT");
-                       Value tie = b.compare(v0, v1, "EQ");
-                       Value neither = b.and_(b.not_(nan0), b.not_(nan1));
-                       Value both = b.and_(nan0, nan1);
-                       Value pick0 = b.or_(b.and_(nan0, b.not_(nan1)), b.and_(both, later));
-                       pick0 = b.or_(pick0, b.and_(neither, b.or_(better, b.and_(tie, later))));
-                       return V{b.select(pick0, v0, v1), b.select(pick0, i0, i1)};
-                     });
-  return {b.convert(r[0], vt), b.convert(r[1], it)};
+  const bool floating = hlo::is_floating(x.dtype());
+  Value values = b.scan_multi({x}, {init}, d, [is_max, floating](hlo::Builder& b, const std::vector<Value>& a) {
+    Value pick0 = b.compare(a[0], a[1], is_max ? "GT" : "LT");
+    if (floating) pick0 = b.or_(pick0, b.compare(a[0], a[0], "NE"));
+    return V{b.select(pick0, a[0], a[1])};
+  })[0];
+  Value reached = b.compare(x, values, "EQ");
+  if (floating) reached = b.or_(reached, b.and_(b.compare(x, x, "NE"), b.compare(values, values, "NE")));
+  Value idx = b.iota(TensorType{DType::I64, x.dims()}, d);
+  Value none = b.constant(-1, DType::I64);
+  Value last = b.scan(b.select(reached, idx, b.broadcast_in_dim(none, x.dims(), {})), none, d, "stablehlo.maximum");
+  return {b.convert(values, vt), b.convert(last, it)};
 }
 V cummax_helper(Context& cx) { return cum_extremum(cx, true); }
 V cummin_helper(Context& cx) { return cum_extremum(cx, false); }

@@ -205,3 +205,26 @@ def test_runtime_check_messages_name_their_op_once(mode):
         assert str(e).count(op) == 1, str(e)
         assert str(e).count(" (at ") == (0 if mode == "strict" else 1), str(e)
     still_works()
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "fused"])
+@pytest.mark.parametrize("op", ["remainder", "floor_divide", "fmod", "div_trunc"])
+def test_empty_integer_division_divides_nothing(mode, op):
+    """An empty result divides no element: a zero in the broadcast divisor raises nothing, as on CPU."""
+    fns = {
+        "remainder": torch.remainder,
+        "floor_divide": torch.floor_divide,
+        "fmod": torch.fmod,
+        "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    }
+    a = torch.ones(0, 3, dtype=torch.int64)
+    b = torch.tensor([[1, 0, 2]])
+    expected = fns[op](a, b)
+    with torch_pjrt.eager_mode(mode):
+        got = fns[op](a.to(TPU), b.to(TPU))
+        assert got.cpu().shape == expected.shape
+        torch_pjrt.synchronize()
+        with pytest.raises(ZeroDivisionError):  # a non-empty one still checks
+            fns[op](torch.ones(2, 3, dtype=torch.int64, device=TPU), b.to(TPU))
+            torch_pjrt.synchronize()
+    still_works()

@@ -183,6 +183,19 @@ def test_cummax_cummin(op, dtype):
     check(lambda t: op(t, 0), torch.tensor(2.5))
 
 
+@pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
+@pytest.mark.parametrize("n", [17, 100, 512, 1000])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_cummax_cummin_long_scans(op, n, dtype):
+    """Scans longer than 16 (XLA's CPU pipeline rewrites them into trees: a two-result scan did not compile for
+    lengths that are not a power of two, and crashed the process at 512)."""
+    x = torch.randint(-50, 50, (3, n)).to(dtype)  # ties: indices move to the latest
+    if dtype.is_floating_point:
+        x[1, n // 3] = x[1, n // 2] = float("nan")
+    with lowered():
+        check(lambda t: op(t, 1), x)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_logcumsumexp(dtype):
     x = (torch.randn(4, 6) * 3).to(dtype)
