@@ -41,7 +41,14 @@ import torch
 _warned: set[str] = set()
 
 
-_OWN_KERNELS = ("PrivateUse1", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+# Keys whose kernel means the op does not take the CPU fallback: ours, and composites, which run as the ops they are
+# made of (aten::sym_size.int in a graph with symbolic sizes is one: it reads the tensor's size).
+_OWN_KERNELS = (
+    "PrivateUse1",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+    "CompositeImplicitAutograd",
+)
 
 
 def _unlowered(gm: torch.fx.GraphModule) -> list[str]:

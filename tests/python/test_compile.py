@@ -598,3 +598,33 @@ def test_bucket_size_must_be_a_positive_int(bad):
     compiled = torch.compile(lambda x: x * 2, backend="tpu", options={"bucket_size": bad})
     with pytest.raises(Exception, match="bucket_size must be a positive int"):
         compiled(torch.ones(3, device="tpu"))
+
+
+def test_symbolic_size_nodes_are_not_called_cpu_fallbacks():
+    """A decode step recompiled with symbolic sizes (automatic dynamic: its KV cache grows each call) reads them with
+    aten::sym_size.int, a composite that asks the tensor: no "has no lowering" warning, and no fallback."""
+    from torch_pjrt import dynamo
+
+    torch._dynamo.reset()
+    dynamo._warned.clear()
+
+    def step(x, kc, vc, weights):
+        wq, wk, wv, wo = weights
+        kc = torch.cat([kc, x @ wk], 1)
+        vc = torch.cat([vc, x @ wv], 1)
+        att = torch.softmax((x @ wq) @ kc.transpose(1, 2) / 4.0, -1)
+        return torch.tanh((att @ vc) @ wo + x), kc, vc
+
+    weights = [torch.randn(16, 16) * 0.3 for _ in range(4)]
+    x, kc, vc = torch.randn(1, 1, 16), torch.zeros(1, 0, 16), torch.zeros(1, 0, 16)
+    compiled = torch.compile(step, backend="tpu")
+    on_tpu = [t.to("tpu") for t in (x, kc, vc)]
+    tpu_weights = [w.to("tpu") for w in weights]
+    torch_pjrt.reset_metrics()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for _ in range(6):
+            x, kc, vc = step(x, kc, vc, weights)
+            on_tpu = compiled(*on_tpu, tpu_weights)
+            torch.testing.assert_close(on_tpu[0].cpu(), x)
+    assert torch_pjrt.metrics()["fallback_ops"] == {}
