@@ -60,6 +60,10 @@ inline Dims iota_dims(int64_t n, int64_t from = 0) {
   return d;
 }
 
+// Stable sort of x along dim: {values, int64 source positions}; NaN sorts as
+// the largest value, as in PyTorch (shape.cc).
+std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending);
+
 // Rank-0 i1: whether any element of the i1 tensor `pred` is true (what a
 // runtime check tests).
 inline Value any_true(hlo::Builder& b, Value pred) {

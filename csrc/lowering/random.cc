@@ -294,16 +294,8 @@ V multinomial(Context& cx) {
   if (!replacement) {
     Value u = uniform01(b, state, {rows, n}, t, float_digits(t));
     Value q = b.neg(b.unary("stablehlo.log_plus_one", b.neg(u)));
-    Value key = b.div(p, q);
-    Value pos = b.iota(TensorType{DType::I64, {rows, n}}, 1);
-    TensorType s{t, {}}, si{DType::I64, {}};
-    // Descending by key, NaN first, stable.
-    auto sorted =
-        b.op_multi("stablehlo.sort", {key, pos}, {key.type, pos.type}, "dimension = 1 : i64, is_stable = true",
-                   {{{s, s, si, si}, [](hlo::Builder& b, const std::vector<Value>& a) {
-                       return std::vector<Value>{b.compare(a[0], a[1], "GT")};
-                     }}});
-    Value idx = b.slice(sorted[1], {0, 0}, {rows, samples}, {1, 1});
+    // Descending by key (a 0 / 0 key, NaN, first), stable: torch.sort's.
+    Value idx = b.slice(sort_along(b, b.div(p, q), 1, true).second, {0, 0}, {rows, samples}, {1, 1});
     return {b.reshape(idx, out)};
   }
   TensorType tri{DType::I64, {n, n}};

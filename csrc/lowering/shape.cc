@@ -722,6 +722,8 @@ V embedding_dense_backward(Context& cx) {
 
 // ---- sort and topk
 
+}  // namespace
+
 // Stable sort of x along dim: {values, int64 source positions}. NaN sorts as
 // the largest value, as in PyTorch.
 std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending) {
@@ -739,6 +741,8 @@ std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool d
                       "dimension = " + std::to_string(dim) + " : i64, is_stable = true", {{{s, s, si, si}, less}});
   return {r[0], r[1]};
 }
+
+namespace {
 
 V sort_impl(Context& cx, int64_t dim, bool descending) {
   auto& b = cx.b;
