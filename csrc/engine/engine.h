@@ -185,7 +185,6 @@ class Engine {
   // completion callback per program) and counted in metrics'
   // device_seconds. Off by default, for that callback. Any thread.
   void set_device_timing(bool on) { device_timing_.store(on); }
-  bool device_timing() const { return device_timing_.load(); }
   // Waits for every background compile (async compile, compiles that lost
   // a race with the shared tier), then for the pending cache writes (the
   // process does this at exit).

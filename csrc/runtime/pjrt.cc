@@ -480,31 +480,31 @@ std::string Client::device_string(int device) const {
   return std::string(a.to_string, a.to_string_size);
 }
 
-int64_t Client::device_bytes_in_use(int device) const {
-  const PJRT_Api* api = plugin_->api();
-  auto a = args_of<PJRT_Device_MemoryStats_Args>();
-  a.device = devices_.at(device);
+namespace {
+
+// The device's memory statistics, or false when the plugin keeps none (many
+// do, the CPU one included): not an error.
+bool memory_stats(const PJRT_Api* api, PJRT_Device* device, PJRT_Device_MemoryStats_Args& a) {
+  a = args_of<PJRT_Device_MemoryStats_Args>();
+  a.device = device;
   PJRT_Error* err = api->PJRT_Device_MemoryStats(&a);
-  if (err) {
-    auto d = args_of<PJRT_Error_Destroy_Args>();
-    d.error = err;
-    api->PJRT_Error_Destroy(&d);
-    return -1;  // many plugins (the CPU one included) keep no statistics
-  }
-  return a.bytes_in_use;
+  if (!err) return true;
+  auto d = args_of<PJRT_Error_Destroy_Args>();
+  d.error = err;
+  api->PJRT_Error_Destroy(&d);
+  return false;
+}
+
+}  // namespace
+
+int64_t Client::device_bytes_in_use(int device) const {
+  PJRT_Device_MemoryStats_Args a;
+  return memory_stats(plugin_->api(), devices_.at(device), a) ? a.bytes_in_use : -1;
 }
 
 int64_t Client::device_bytes_limit(int device) const {
-  const PJRT_Api* api = plugin_->api();
-  auto a = args_of<PJRT_Device_MemoryStats_Args>();
-  a.device = devices_.at(device);
-  if (PJRT_Error* err = api->PJRT_Device_MemoryStats(&a)) {
-    auto d = args_of<PJRT_Error_Destroy_Args>();
-    d.error = err;
-    api->PJRT_Error_Destroy(&d);
-  } else if (a.bytes_limit_is_set) {
-    return a.bytes_limit;
-  }
+  PJRT_Device_MemoryStats_Args a;
+  if (memory_stats(plugin_->api(), devices_.at(device), a) && a.bytes_limit_is_set) return a.bytes_limit;
   if (platform_name_ != "cpu") return -1;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : -1;

@@ -232,7 +232,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_async_compile", [](bool on) { engine_or_raise().set_async_compile(on); });
   m.def("_async_compile", [] { return engine_or_raise().async_compile(); });
   m.def("_set_device_timing", [](bool on) { engine_or_raise().set_device_timing(on); });
-  m.def("_device_timing", [] { return engine_or_raise().device_timing(); });
   m.def("_wait_for_compiles", [] {
     Engine& e = engine_or_raise();
     py::gil_scoped_release no_gil;
