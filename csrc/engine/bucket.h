@@ -35,7 +35,10 @@
 // (per pattern of bucketed dims: cat(dynamic, static) may bucket where
 // cat(static, dynamic) is refused).
 //
-// Thread-safety: ShapeHistory guards itself; the rest are plain functions.
+// The plans a bucketed call runs by are bucket_plan.h; the StableHLO that
+// reads and writes bucketed views is bucketed_view.h.
+//
+// Thread-safety: ShapeHistory and UploadHistory guard themselves.
 #pragma once
 
 #include <atomic>
@@ -46,8 +49,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/bucket_plan.h"
 #include "engine/call.h"
-#include "hlo/builder.h"
 
 namespace torch_pjrt::engine {
 
@@ -56,39 +59,6 @@ namespace torch_pjrt::engine {
 constexpr int64_t kBucketCap = 4096;
 int64_t bucket_of(int64_t n, int64_t multiple = 0);
 
-// How a bucketed program reaches one tensor reference of its call.
-struct BucketedRef {
-  // Read with runtime sizes and strides (a ViewShape parameter) at `padded`
-  // sizes; false: read exactly as an exact program would.
-  bool dynamic = false;
-  uint32_t dynamic_sizes = 0;  // bit d: dim d is bucketed
-  hlo::Dims padded;            // the sizes, bucketed dims at their bucket
-  // A fused region's fresh result (a whole write of its new storage, whose
-  // capacity is `padded`): the value is compacted into the storage as a
-  // bucketed call's fresh result is (compact_bucketed_result).
-  bool fresh = false;
-  // An argument that reads a storage exactly as a fresh result of the same
-  // region wrote it (the same sizes, contiguous, at offset 0): it takes
-  // that value itself instead of gathering it back from the storage.
-  bool forward = false;
-};
-
-// A call's bucketing: per tensor reference, in for_each_ref order.
-struct BucketPlan {
-  uint64_t structure = 0;  // the call's shape-free hash (ShapeHistory)
-  uint64_t pattern = 0;    // which of its views' dims are bucketed
-  std::vector<BucketedRef> refs;
-  // Per fresh result: its exact sizes, each rounded up to its bucket. A
-  // dynamic result dim is padded to this (the storage's capacity follows
-  // the true size's bucket, so the next step's reader sees the capacity of
-  // its own bucket).
-  std::vector<hlo::Dims> results;
-  // The exact call's check messages, in order (a joined call: its bucketed
-  // lowering knows only the bounds, and an error names the true sizes).
-  std::vector<std::string> check_messages;
-};
-// Per call of a sequence, its bucketing or nullptr (exact).
-using Plans = std::vector<const BucketPlan*>;
 
 // What ShapeHistory::observe found for a call.
 enum class Shapes : uint8_t {
@@ -202,26 +172,5 @@ class UploadHistory {
   static uint64_t key_of(hlo::DType dtype, const hlo::Dims& sizes, size_t dim);
 };
 
-// The view of `ref` (true sizes and strides in `shape`, i64[2 * rank];
-// rank-0 i64 `offset`) read from the flat storage value `flat`: a value of
-// ref.padded sizes whose bucketed dims carry their true sizes.
-hlo::Value read_bucketed_view(hlo::Builder& b, hlo::Value flat, const BucketedRef& ref, hlo::Value shape,
-                              hlo::Value offset);
-// `flat` with the view of `ref` (true sizes and strides in `shape`, offset
-// `offset`, as read_bucketed_view takes them) overwritten by `update`, a
-// value of ref.padded sizes whose bucketed dims may carry true sizes: a
-// scatter whose padded elements index past the storage and are dropped.
-hlo::Value write_bucketed_view(hlo::Builder& b, hlo::Value flat, hlo::Value update, const BucketedRef& ref,
-                               hlo::Value shape, hlo::Value offset);
-// A result `r` with dynamic dims padded (or cut) to `buckets` in those dims,
-// as one flat buffer: first the true result's elements in row-major order of
-// its true sizes `sizes` (i64[rank]), then unspecified ones. Its length is
-// the elements at those sizes (capacity_of).
-hlo::Value compact_bucketed_result(hlo::Builder& b, hlo::Value r, hlo::Value sizes, const hlo::Dims& buckets);
-// r's dims with its dynamic ones at `buckets`.
-hlo::TensorType capacity_of(const hlo::TensorType& r, const hlo::Dims& buckets);
-// `r` cut or padded to `buckets` in its dynamic dims, which keep their true
-// sizes `sizes` (i64[rank]): the value a forwarded argument reads.
-hlo::Value fit_to_buckets(hlo::Builder& b, hlo::Value r, hlo::Value sizes, const hlo::Dims& buckets);
 
 }  // namespace torch_pjrt::engine

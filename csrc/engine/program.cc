@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/bucketed_view.h"
+
 namespace torch_pjrt::engine {
 
 using hlo::TensorType;

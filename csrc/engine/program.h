@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/bucket.h"
+#include "engine/bucket_plan.h"
 #include "engine/call.h"
 
 namespace torch_pjrt::engine {

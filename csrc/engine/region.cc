@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/key_words.h"
+
 namespace torch_pjrt::engine {
 
 int Region::index_of(Slot* slot) {

@@ -27,7 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/cache.h"
+#include "engine/bucket_plan.h"
+#include "engine/key.h"
 #include "engine/call.h"
 
 namespace torch_pjrt::engine {

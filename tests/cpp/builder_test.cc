@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/bucket.h"
+#include "engine/bucketed_view.h"
 #include "harness.h"
 
 namespace torch_pjrt {
