@@ -17,6 +17,39 @@ int64_t bucket_of(int64_t n, int64_t multiple) {
   return b;
 }
 
+BucketPlan& bucket_scratch() {
+  thread_local BucketPlan plan;
+  return plan;
+}
+
+void bucket_results(BucketPlan& plan, const Signature& exact, int64_t multiple) {
+  plan.results.clear();
+  for (const auto& t : exact.fresh_types) {
+    plan.results.push_back(t.dims);
+    for (int64_t& d : plan.results.back()) d = bucket_of(d, multiple);
+  }
+}
+
+bool bucketed_signature_fits(const Signature& bucketed, const Signature& exact) {
+  if (bucketed.checks.size() != exact.checks.size()) return false;
+  for (size_t k = 0; k < exact.checks.size(); ++k)
+    if (bucketed.checks[k].kind != exact.checks[k].kind || bucketed.checks[k].call != exact.checks[k].call)
+      return false;
+  if (bucketed.fresh_types.size() != exact.fresh_types.size()) return false;
+  for (size_t k = 0; k < exact.fresh_types.size(); ++k) {
+    const auto &b = bucketed.fresh_types[k], &e = exact.fresh_types[k];
+    if (b.dtype != e.dtype || b.rank() != e.rank()) return false;
+    for (int64_t d = 0; d < e.rank(); ++d)
+      if (b.is_dynamic(d) ? e.dims[d] > b.dims[d] : e.dims[d] != b.dims[d]) return false;
+  }
+  return true;
+}
+
+bool refuses_dynamic(const std::exception& e) {
+  const auto* r = dynamic_cast<const runtime::Error*>(&e);
+  return !r || !r->out_of_memory();
+}
+
 void ShapeHistory::settle(Record& r, const std::vector<int64_t>& shapes, const std::vector<uint8_t>& is_size) {
   // A size that stays dynamic: a growing length, whose first kDistinct
   // values include n, n + 1, n + 2 taken one after another. Every other

@@ -43,6 +43,7 @@
 
 #include <atomic>
 #include <climits>
+#include <exception>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -51,6 +52,7 @@
 
 #include "engine/bucket_plan.h"
 #include "engine/call.h"
+#include "engine/program.h"
 
 namespace torch_pjrt::engine {
 
@@ -59,6 +61,20 @@ namespace torch_pjrt::engine {
 constexpr int64_t kBucketCap = 4096;
 int64_t bucket_of(int64_t n, int64_t multiple = 0);
 
+
+// This thread's scratch plan: ShapeHistory::observe fills it for the call at
+// hand, and the strict and fused paths run or join that call by it.
+BucketPlan& bucket_scratch();
+// plan.results: the exact call's result sizes, each at bucket_of(d, multiple).
+void bucket_results(BucketPlan& plan, const Signature& exact, int64_t multiple);
+// Whether a bucketed signature serves the exact call: the same checks (kinds,
+// from the same calls, so the exact messages name what it finds), and fresh
+// result types that hold the exact ones (equal, except that a dynamic dim is
+// at least the exact extent).
+bool bucketed_signature_fits(const Signature& bucketed, const Signature& exact);
+// Whether a failed bucketed lowering or compile refuses the dynamic dims for
+// good (not a transient failure such as out-of-memory).
+bool refuses_dynamic(const std::exception& e);
 
 // What ShapeHistory::observe found for a call.
 enum class Shapes : uint8_t {

@@ -69,6 +69,10 @@ std::string check_message(const std::string& op, const std::string& message) {
   return named ? message : op + ": " + message;
 }
 
+runtime::Error named(const runtime::Error& e, const std::string& op) {
+  return runtime::Error(e.code(), op + ": " + e.what());
+}
+
 void raise_if_failed(const PendingCheck& c) {
   if (c.flags->failed(c.index)) throw CheckError(c.message, c.kind);
 }

@@ -81,6 +81,9 @@ std::vector<PendingCheck> pending_checks(runtime::BufferPtr flags, const Checks&
 // the lowering's message starts with that already.
 std::string check_message(const std::string& op, const std::string& message);
 
+// A runtime error of a program, prefixed with the op (or ops) it came from.
+runtime::Error named(const runtime::Error& e, const std::string& op);
+
 // Reads one check now (waiting for its program) and throws CheckError if it
 // failed. Its message names its op already (check_message).
 void raise_if_failed(const PendingCheck& check);

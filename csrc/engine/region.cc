@@ -15,6 +15,7 @@ int Region::index_of(Slot* slot) {
   dead.push_back(0);
   born.push_back(0);
   zeroed.push_back(0);
+  writers.push_back(nullptr);
   fresh_writes_.emplace_back();
   slot->region_index_.store(i, std::memory_order_release);
   return i;
@@ -62,13 +63,15 @@ void Region::add(OpCall call, std::string location, std::shared_ptr<BucketPlan> 
     dead.resize(old_slots);
     born.resize(old_slots);
     zeroed.resize(old_slots);
+    writers.resize(old_slots);
     fresh_writes_.resize(old_slots);
     throw;
   }
   record_writes(call, plan.get());
-  for_each_ref(call, [&](const TensorRef& r, bool) {
+  for_each_ref(call, [&](const TensorRef& r, bool target) {
     int32_t i = r.slot->region_index();
     if (static_cast<size_t>(i) >= old_slots) slot_dtypes[i] = r.view.dtype;
+    if (target) writers[i] = call.op->name.c_str();
   });
   hash_ = fnv_extend(hash_, words_.data() + old_words, words_.size() - old_words);
   call.defer_checks = false;
@@ -101,12 +104,18 @@ ProgramKey Region::key() const {
 
 OpCall Region::recycled() { return next_spare_ < spare_.size() ? std::move(spare_[next_spare_++]) : OpCall(); }
 
+void Region::seal() {
+  for (Slot* slot : slots) slot->seal();
+  sealed_ = true;
+}
+
 std::vector<Slot*> Region::clear() {
   std::vector<Slot*> gone;
   for (size_t i = 0; i < slots.size(); ++i) {
-    slots[i]->region_index_.store(-1, std::memory_order_release);
-    if (dead[i]) gone.push_back(slots[i]);
+    const bool released = sealed_ ? slots[i]->unseal() : (slots[i]->region_index_.store(-1), false);
+    if (dead[i] || released) gone.push_back(slots[i]);
   }
+  sealed_ = false;
   // Call i of the next region takes spare i (recycled): every spare below
   // this region's length was taken, and the longer regions before left the
   // rest.
@@ -121,6 +130,7 @@ std::vector<Slot*> Region::clear() {
   dead.clear();
   born.clear();
   zeroed.clear();
+  writers.clear();
   fresh_writes_.clear();
   fresh_bytes = 0;
   words_.clear();

@@ -18,8 +18,9 @@
 // shapes every step. Cuts depend on the op stream alone, never on time or
 // thread scheduling: ranks running the same code cut the same regions.
 //
-// Thread-safety: none of its own; the engine uses a Region and a
-// StreamPeriod under its region lock only.
+// Thread-safety: none of its own; the fused scheduler (fused.h) uses the
+// open Region and the periods under its region lock only, and a sealed
+// Region from the one thread that runs it.
 #pragma once
 
 #include <cstdint>
@@ -62,8 +63,13 @@ class Region {
   void mark_dead(const Slot* slot) { dead[slot->region_index()] = 1; }
   // The key of the region as it stands: its words, then the dead storages.
   ProgramKey key() const;
-  // Forgets every call; unmarks every slot; returns the dead slots (to be
-  // deleted by the caller).
+  // Seals the region before it runs with the scheduler's lock released
+  // (fused.h): every slot leaves the open region's numbering
+  // (region_index -1) and is sealed by this thread (Slot::seal). The
+  // region keeps its calls and numbering.
+  void seal();
+  // Forgets every call; unmarks (or unseals) every slot; returns the slots
+  // to delete: the dead ones, and those released while sealed.
   std::vector<Slot*> clear();
   // An OpCall to move the next call into: the spent call at the same
   // position of earlier regions, whose vectors keep their capacity (in a
@@ -80,12 +86,14 @@ class Region {
   std::vector<uint8_t> dead;    // per slot
   std::vector<uint8_t> born;    // per slot: first referenced by a write of all of it (cache.cc)
   std::vector<uint8_t> zeroed;  // per slot: read as zeros (SlotNumbering::zeroed)
+  std::vector<const char*> writers;  // per slot: the ATen name of the call that wrote it last (nullptr: none)
   bool zero_unwritten = true;   // SlotNumbering::zero_unwritten, for the calls that join
   int64_t fresh_bytes = 0;      // bytes of the fresh results joined so far
 
  private:
   std::vector<int64_t> words_;
   uint64_t hash_ = kFnvBasis;
+  bool sealed_ = false;
   // Per slot: how a bucketed call wrote it as its fresh result, while no
   // other call wrote it since (an argument reading that view forwards it).
   struct FreshWrite {

@@ -13,7 +13,11 @@
 // enqueued and will be replaced by that program's output (readers wait, only
 // for the enqueue, not for the program to run), and while fused mode's open
 // region reads or writes it (`region_index` >= 0): the engine then flushes
-// the region before anyone else reads or replaces the buffer.
+// the region before anyone else reads or replaces the buffer. A region that
+// runs with the scheduler's lock released (while its program compiles,
+// fused.h) seals its slots: until it unseals them, every other thread that
+// reads, writes or takes the buffer waits, and a deleter leaves the slot to
+// the sealing thread; the sealing thread itself reads and writes them.
 //
 // Thread-safety: `device` and `nbytes` never change. The buffer, its dtype and
 // its producer are read and replaced together under the slot's own mutex, so
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <thread>
 
 #include "hlo/dtype.h"
 #include "runtime/pjrt.h"
@@ -66,10 +71,16 @@ class Slot {
   // references it. Set and cleared by the engine under its region lock;
   // read without the lock (a reader that sees -1 needs no flush).
   int32_t region_index() const { return region_index_.load(std::memory_order_acquire); }
+  // Whether a sealed region (see above) holds this slot. Changed only under
+  // the fused scheduler's region lock, so a reader holding it sees it stable.
+  bool sealed() const { return sealed_.load(std::memory_order_acquire); }
 
  private:
   friend class Engine;
   friend class Region;
+  friend class Launcher;
+  friend class FusedScheduler;
+  friend class Transfers;
   void set(State s);
   // Drops the buffer and keeps `failure` for the readers (see failure()).
   void fail(std::exception_ptr failure);
@@ -84,6 +95,18 @@ class Slot {
   // it pending and returns its current buffer (for restore() if the upload
   // fails). The uploader ends the pending state with set().
   runtime::BufferPtr begin_write();
+  // Sealing (see above), by the thread that runs the sealed region, under the
+  // region lock: seal() also takes the slot out of the open region's
+  // numbering; unseal() returns whether the slot's storage was released
+  // meanwhile (the caller then deletes the slot).
+  void seal();
+  bool unseal();
+  // A deleter's question: true (and the slot is marked released, for
+  // unseal()) when a sealed region holds it; false otherwise.
+  bool defer_release();
+  // Whether this thread must wait before it reads or writes: the buffer is
+  // pending, or another thread sealed the slot. Under mu_.
+  bool blocked() const;
 
   mutable std::mutex mu_;
   mutable std::condition_variable written_;
@@ -91,6 +114,9 @@ class Slot {
   std::exception_ptr failure_;
   bool pending_ = false;
   std::atomic<int32_t> region_index_{-1};
+  std::atomic<bool> sealed_{false};
+  std::thread::id sealer_;  // under mu_: the thread that sealed it
+  bool released_ = false;   // under mu_: its storage was deleted while sealed
   std::atomic<bool> ever_written_{false};
 };
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "engine/engine.h"
+#include "engine/host_memory.h"
 #include "engine/trace.h"
 
 namespace torch_pjrt::engine {
@@ -40,8 +40,7 @@ void CopyThread::loop() {
   }
 }
 
-CompletionPtr Engine::download_async(Slot& slot, void* dst, std::shared_ptr<void> keep) {
-  if (slot.region_index() >= 0) flush(FlushReason::Read);
+CompletionPtr Transfers::download(Slot& slot, void* dst, std::shared_ptr<void> keep) {
   Span span("copy_to_host_async");
   auto done = std::make_shared<Completion>();
   Slot::State st = slot.state();
@@ -60,14 +59,13 @@ CompletionPtr Engine::download_async(Slot& slot, void* dst, std::shared_ptr<void
   return done;
 }
 
-CompletionPtr Engine::upload_async(Slot& slot, const void* src, DType dtype, std::shared_ptr<void> keep) {
-  if (slot.region_index() >= 0) flush(FlushReason::Upload);
+CompletionPtr Transfers::upload(Slot& slot, const void* src, hlo::DType dtype, std::shared_ptr<void> keep) {
   Span span("copy_from_host_async");
   auto done = std::make_shared<Completion>();
   const std::vector<int64_t> dims = {slot.nbytes / hlo::byte_size(dtype)};
   const auto type = static_cast<runtime::ElementType>(hlo::pjrt_code(dtype));
-  if (client_->platform_name() != "cpu") {
-    runtime::Client::Upload up = client_->from_host_async(src, type, dims, slot.device);
+  if (client_.platform_name() != "cpu") {
+    runtime::Client::Upload up = client_.from_host_async(src, type, dims, slot.device);
     slot.set({std::move(up.buffer), dtype, nullptr});
     executor_.add_transfer(done, "the copy from the host");
     runtime::Event::when_ready(std::move(up.read),
@@ -84,7 +82,7 @@ CompletionPtr Engine::upload_async(Slot& slot, const void* src, DType dtype, std
       Span span("copy_from_host_async.memcpy");
       std::memcpy(staging->data, src, static_cast<size_t>(slot.nbytes));
       void* data = staging->data;
-      runtime::BufferPtr buffer = client_->lend_host(data, type, dims, slot.device,
+      runtime::BufferPtr buffer = client_.lend_host(data, type, dims, slot.device,
                                                      [staging = std::move(staging)]() mutable { staging.reset(); });
       slot.set({std::move(buffer), dtype, nullptr});
       done->arrive();
@@ -95,12 +93,5 @@ CompletionPtr Engine::upload_async(Slot& slot, const void* src, DType dtype, std
   });
   return done;
 }
-
-CompletionPtr Engine::record() {
-  flush(FlushReason::Sync);
-  return executor_.marker();
-}
-
-bool Engine::idle() { return record()->done(); }
 
 }  // namespace torch_pjrt::engine

@@ -1,6 +1,6 @@
-// Non-blocking host<->device copies: the ordered thread that does their host
-// side. The copies themselves are Engine::upload_async / download_async
-// (engine.h, defined in transfer.cc).
+// Non-blocking host<->device copies (Transfers) and the ordered thread that
+// does their host side (CopyThread). The engine runs a fused region that
+// references the slot first (Engine::upload_async / download_async).
 //
 // How each direction maps onto PJRT:
 // - device -> host: PJRT_Buffer_ToHostBuffer into the caller's pinned block,
@@ -21,7 +21,13 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <memory>
+#include <mutex>
 #include <thread>
+
+#include "engine/executor.h"
+#include "engine/slot.h"
+#include "runtime/pjrt.h"
 
 namespace torch_pjrt::engine {
 
@@ -42,6 +48,27 @@ class CopyThread {
   std::deque<std::function<void()>> work_;
   bool stop_ = false;
   std::thread thread_;
+};
+
+// The non-blocking copies of one client. Each returns at once; a sync point
+// (the executor) waits for it and raises its error. Thread-safe.
+class Transfers {
+ public:
+  // `client` and `executor` outlive it.
+  Transfers(runtime::Client& client, Executor& executor) : client_(client), executor_(executor) {}
+  // Starts copying a slot's whole buffer into `dst`, which `keep` holds
+  // until the copy is done; `dst` is undefined until then.
+  CompletionPtr download(Slot& slot, void* dst, std::shared_ptr<void> keep);
+  // Starts replacing a slot's buffer with the host data at `src` (flat, of
+  // `dtype`), which `keep` holds and nobody changes until the copy is done.
+  // The slot reads as the new data from now on.
+  CompletionPtr upload(Slot& slot, const void* src, hlo::DType dtype, std::shared_ptr<void> keep);
+
+ private:
+  runtime::Client& client_;
+  Executor& executor_;
+  std::once_flag copies_once_;
+  std::unique_ptr<CopyThread> copies_;  // made at the first staged upload
 };
 
 }  // namespace torch_pjrt::engine
