@@ -403,12 +403,14 @@ void FusedScheduler::run_sealed(Lock& g, const ProgramKey& key, Program lowered)
     spare_regions_.pop_back();
   }
   sealed->seal();
+  metrics_.sealed(+1);
   g.unlock();
   struct Unseal {
     FusedScheduler& s;
     Lock& g;
     std::unique_ptr<Region>& sealed;
     ~Unseal() {
+      s.metrics_.sealed(-1);
       g.lock();
       std::vector<Slot*> gone = sealed->clear();
       s.spare_regions_.push_back(std::move(sealed));

@@ -80,6 +80,12 @@ void MetricsRecorder::ran_while_compiling() {
   m_.regions_run_while_compiling++;
 }
 
+void MetricsRecorder::sealed(int delta) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (delta > 0) m_.regions_sealed++;
+  m_.regions_compiling += delta;
+}
+
 void MetricsRecorder::fallback(const std::string& op) {
   std::lock_guard<std::mutex> g(mu_);
   m_.fallback_ops[op]++;
@@ -100,7 +106,9 @@ Metrics MetricsRecorder::snapshot() {
 
 void MetricsRecorder::reset() {
   std::lock_guard<std::mutex> g(mu_);
+  const int64_t compiling = m_.regions_compiling;  // a gauge
   m_ = Metrics{};
+  m_.regions_compiling = compiling;
   for (OpDef* op : ops_) op->calls.store(0);
 }
 

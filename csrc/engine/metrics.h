@@ -54,6 +54,10 @@ struct Metrics {
   // Async compile: regions that ran call by call while their program
   // compiled in the background.
   int64_t regions_run_while_compiling = 0;
+  // Regions whose program compiled while they were sealed (the region lock
+  // released, fused.h), and how many are sealed now (not reset).
+  int64_t regions_sealed = 0;
+  int64_t regions_compiling = 0;
   // Shape buckets: calls that ran a bucketed program, the elements their
   // fresh results hold past their true sizes, and structures refused.
   int64_t bucket_hits = 0;
@@ -75,6 +79,8 @@ class MetricsRecorder {
   void replayed();
   void graph_replayed();
   void ran_while_compiling();
+  // A region was sealed (+1) or unsealed (-1).
+  void sealed(int delta);
   void bucketed(int64_t padded_elements);
   void bucket_refused();
   void fallback(const std::string& op);

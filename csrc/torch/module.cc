@@ -288,6 +288,8 @@ PYBIND11_MODULE(_C, m) {
     d["region_replays"] = mt.region_replays;
     d["graph_replays"] = mt.graph_replays;
     d["regions_run_while_compiling"] = mt.regions_run_while_compiling;
+    d["regions_sealed"] = mt.regions_sealed;
+    d["regions_compiling"] = mt.regions_compiling;
     d["bucket_hits"] = mt.bucket_hits;
     d["padded_elements"] = mt.padded_elements;
     d["bucket_refusals"] = mt.bucket_refusals;

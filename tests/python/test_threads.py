@@ -196,3 +196,67 @@ def test_mode_switches_from_another_thread_lose_no_values():
         torch_pjrt.set_eager_mode("strict")
     for s in sums:
         assert s.tolist() == [600.0] * 4
+
+
+def test_a_region_that_compiles_does_not_block_another_threads_ops_and_syncs():
+    """Fused mode compiles a region's program with the region lock released (csrc/engine/fused.h): while thread A's
+    region compiles a program no cache holds, thread B's ops join a new region, run, sync and read back, without
+    waiting for that compile. Both threads' values match a float64 CPU reference."""
+    import os
+    import time
+
+    import torch_pjrt
+
+    n = 48 + os.getpid() % 97  # a structure no earlier test compiled
+    gen = torch.Generator().manual_seed(0)
+    a64 = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    w64 = torch.randn(n, n, generator=gen, dtype=torch.float64) / n**0.5
+    b64 = torch.randn(16, generator=gen, dtype=torch.float64)
+    # Distinct ops, so that no period cuts the region: one region, one compile of about a second.
+    funcs = [torch.sin, torch.cos, torch.tanh, torch.sigmoid, torch.atan, torch.erf, torch.asinh, torch.log1p]
+    funcs += [torch.abs, torch.relu, torch.neg, torch.square, torch.sqrt, torch.expm1, torch.sinh, torch.erfc]
+
+    def chain(y, w):
+        for f in funcs:
+            y = f((y @ w).abs() + 0.5) * 0.5
+        return y
+
+    def b_step(t):
+        return (t * 2 + 1).sin()
+
+    with torch_pjrt.eager_mode("fused"):
+        a, w, b = a64.float().to(TPU), w64.float().to(TPU), b64.float().to(TPU)
+        b_step(b).cpu()  # B's program is compiled before A's region starts
+        built, results, errors = threading.Event(), {}, []
+
+        def thread_a():
+            try:
+                y = chain(a, w)
+                built.set()
+                results["a"] = y.cpu()  # seals the region and compiles it
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+                built.set()
+
+        sealed_before = torch_pjrt.metrics()["regions_sealed"]
+        t = threading.Thread(target=thread_a)
+        t.start()
+        built.wait(timeout=120)
+        deadline = time.monotonic() + 60
+        while torch_pjrt.metrics()["regions_compiling"] == 0 and t.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        # B's steps, each read back and synced; compared once A is done (a first comparison imports lazily).
+        got, compiling_after = [], []
+        for _ in range(5):
+            got.append(b_step(b).cpu())
+            torch.tpu.synchronize()
+            compiling_after.append(torch_pjrt.metrics()["regions_compiling"])
+        t.join(timeout=300)
+    assert not t.is_alive(), "thread A hung"
+    if errors:
+        raise errors[0]
+    assert torch_pjrt.metrics()["regions_sealed"] > sealed_before
+    assert compiling_after[:2] == [1, 1], f"thread B waited for thread A's compile: {compiling_after}"
+    for g in got:
+        torch.testing.assert_close(g.double(), b_step(b64), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(results["a"].double(), chain(a64, w64), rtol=1e-4, atol=1e-5)
