@@ -91,6 +91,23 @@ bool ShapeHistory::Record::remember(uint64_t shape) {
   return fresh;
 }
 
+namespace {
+
+// Which positions of a call's recorded shapes (per reference with a slot:
+// sizes, strides, storage elements) are sizes.
+void size_positions(const OpCall& call, size_t n, std::vector<uint8_t>& is_size) {
+  is_size.assign(n, 0);
+  size_t at = 0;
+  for_each_ref(call, [&](const TensorRef& ref, bool) {
+    if (!ref.slot) return;
+    const size_t rank = ref.view.sizes.size();
+    for (size_t d = 0; d < rank; ++d) is_size[at + d] = 1;
+    at += 2 * rank + 1;
+  });
+}
+
+}  // namespace
+
 Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan, bool eager, int64_t multiple) {
   thread_local std::vector<int64_t> shapes;
   shapes.clear();
@@ -121,20 +138,25 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan, bool eager, i
   // that one op structure serves have storages of many sizes (an optimizer
   // over its parameters).
   thread_local std::vector<uint8_t> is_size;
-  is_size.assign(shapes.size(), 0);
-  size_t at = 0;
-  for_each_ref(call, [&](const TensorRef& ref, bool) {
-    if (!ref.slot) return;
-    const size_t rank = ref.view.sizes.size();
-    for (size_t d = 0; d < rank; ++d) is_size[at + d] = 1;
-    at += 2 * rank + 1;
-  });
+  size_positions(call, shapes.size(), is_size);
   if (now - r.last_new >= 2 * r.gap + kSettleCalls) settle(r, shapes, is_size);
+  if (fresh) mark_sizes(r, shapes, is_size, eager);
+  mark_strides(call, r, shapes);
+  bool any_dynamic = false;
+  for (uint8_t d : r.dynamic) any_dynamic |= d != 0;
+  r.last = shapes;
+  if (!any_dynamic) return Shapes::Static;
+  if (!call.op->shape_generic) return Shapes::Dynamic;
+  return plan_buckets(call, r, h, multiple, plan);
+}
+
+void ShapeHistory::mark_sizes(Record& r, const std::vector<int64_t>& shapes, const std::vector<uint8_t>& is_size,
+                              bool eager) {
   // A size is dynamic once a new shape gives it a value one off a value it
   // took (a length that grows by one, a sweep over lengths), or more than
   // kDistinct values. Layers of a few fixed widths, which one op structure
   // serves in turn, stay exact.
-  for (size_t i = 0; fresh && i < shapes.size(); ++i) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
     if (!is_size[i] || shapes[i] == r.last[i]) continue;
     int64_t* seen = &r.seen[i * kDistinct];
     int k = 0;
@@ -146,33 +168,35 @@ Shapes ShapeHistory::observe(const OpCall& call, BucketPlan& plan, bool eager, i
     if (!r.dynamic[i] && (adjacent || k == kDistinct || eager))
       r.dynamic[i] = eager ? kGraph : adjacent ? kAdjacent : kMany;
   }
+}
+
+void ShapeHistory::mark_strides(const OpCall& call, Record& r, const std::vector<int64_t>& shapes) {
   // A view's strides follow its sizes: once a size is dynamic, so is every
   // stride that changed.
   bool sizes_dynamic = false;
-  at = 0;
+  size_t at = 0;
   for_each_ref(call, [&](const TensorRef& ref, bool) {
     if (!ref.slot) return;
     const size_t rank = ref.view.sizes.size();
     for (size_t d = 0; d < rank; ++d) sizes_dynamic |= r.dynamic[at + d] != 0;
     at += 2 * rank + 1;
   });
+  if (!sizes_dynamic) return;
   at = 0;
   for_each_ref(call, [&](const TensorRef& ref, bool) {
     if (!ref.slot) return;
     const size_t rank = ref.view.sizes.size();
     for (size_t d = 0; d < rank; ++d) {
       size_t i = at + rank + d;
-      if (sizes_dynamic && shapes[i] != r.seen[i * kDistinct] && !r.dynamic[i]) r.dynamic[i] = kFollows;
+      if (shapes[i] != r.seen[i * kDistinct] && !r.dynamic[i]) r.dynamic[i] = kFollows;
     }
     at += 2 * rank + 1;
   });
-  bool any_dynamic = false;
-  for (uint8_t d : r.dynamic) any_dynamic |= d != 0;
-  r.last = shapes;
-  if (!any_dynamic) return Shapes::Static;
-  if (!call.op->shape_generic) return Shapes::Dynamic;
+}
 
-  plan.structure = h;
+Shapes ShapeHistory::plan_buckets(const OpCall& call, const Record& r, uint64_t structure, int64_t multiple,
+                                  BucketPlan& plan) {
+  plan.structure = structure;
   plan.refs.clear();
   size_t pos = 0;
   bool any = false, ok = true;

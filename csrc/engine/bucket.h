@@ -146,6 +146,13 @@ class ShapeHistory {
   // Makes `r`'s settled sizes static (see above); `shapes` as observe
   // records them, `is_size`: which positions are sizes.
   void settle(Record& r, const std::vector<int64_t>& shapes, const std::vector<uint8_t>& is_size);
+  // observe's steps: which sizes a new shape makes dynamic; the strides that
+  // follow them; the bucketing of a call with dynamic sizes (`structure`:
+  // its shape-free hash).
+  void mark_sizes(Record& r, const std::vector<int64_t>& shapes, const std::vector<uint8_t>& is_size, bool eager);
+  static void mark_strides(const OpCall& call, Record& r, const std::vector<int64_t>& shapes);
+  static Shapes plan_buckets(const OpCall& call, const Record& r, uint64_t structure, int64_t multiple,
+                             BucketPlan& plan);
   std::mutex mu_;
   std::unordered_map<uint64_t, Record> records_;
   uint64_t clock_ = 0;  // observe calls of every structure

@@ -171,32 +171,29 @@ Value ProgramBuilder::view_shape_param(int32_t ref, size_t rank) {
   return b_.parameter(TensorType{DType::I64, {2 * static_cast<int64_t>(rank)}});
 }
 
-void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
+Value ProgramBuilder::read_arg(const OpCall& call, const TensorRef& r) {
   const std::string& op = call.op->name;
-  plan_ = plan;
-  plan_ref0_ = refs_;
-  plan_fresh0_ = static_cast<int32_t>(sig_.fresh_types.size());
-  // Read the argument views (a slot's flat value becomes a parameter the first
-  // time the sequence reads it before writing all of it).
-  auto read = [&](const TensorRef& r) {
-    const auto [s, fixed] = number_ref(numbering_, call, r, false);
-    SlotValue& v = slot_value(r, s, op);
-    const int32_t ref = refs_;
-    const BucketedRef* bucketed = bucketed_ref(ref);
-    if (bucketed && bucketed->forward) {
-      if (!v.has_fitted || v.fitted.dims() != bucketed->padded)
-        throw LoweringError(op + ": a forwarded argument has no value of its sizes");
-      ++refs_;
-      return v.fitted;
-    }
-    Access access = bucketed ? Access::Gather : access_of(r.view, v.numel);
-    Value offset = offset_param(r, access, fixed);
-    if (!v.has_value && access != Access::Empty) read_slot(v, r.view.dtype, s);
-    if (bucketed) return read_bucketed_view(b_, v.flat, *bucketed, view_shape_param(ref, r.view.sizes.size()), offset);
-    if (fixed) return read_view_at_offset(b_, v.flat, r.view, access);
-    return read_view(b_, v.flat, r.view, access, offset);
-  };
+  // A slot's flat value becomes a parameter the first time the sequence
+  // reads it before writing all of it.
+  const auto [s, fixed] = number_ref(numbering_, call, r, false);
+  SlotValue& v = slot_value(r, s, op);
+  const int32_t ref = refs_;
+  const BucketedRef* bucketed = bucketed_ref(ref);
+  if (bucketed && bucketed->forward) {
+    if (!v.has_fitted || v.fitted.dims() != bucketed->padded)
+      throw LoweringError(op + ": a forwarded argument has no value of its sizes");
+    ++refs_;
+    return v.fitted;
+  }
+  Access access = bucketed ? Access::Gather : access_of(r.view, v.numel);
+  Value offset = offset_param(r, access, fixed);
+  if (!v.has_value && access != Access::Empty) read_slot(v, r.view.dtype, s);
+  if (bucketed) return read_bucketed_view(b_, v.flat, *bucketed, view_shape_param(ref, r.view.sizes.size()), offset);
+  if (fixed) return read_view_at_offset(b_, v.flat, r.view, access);
+  return read_view(b_, v.flat, r.view, access, offset);
+}
 
+std::vector<Arg> ProgramBuilder::lower_args(const OpCall& call) {
   std::vector<Arg> args;
   for (size_t i = 0; i < call.args.size(); ++i) {
     const CallArg& a = call.args[i];
@@ -205,11 +202,11 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
         args.push_back(Arg::none());
         break;
       case CallArg::Kind::Tensor:
-        args.push_back(Arg::tensor(read(a.tensor)));
+        args.push_back(Arg::tensor(read_arg(call, a.tensor)));
         break;
       case CallArg::Kind::TensorList: {
         std::vector<Value> vs;
-        for (const auto& t : a.list) vs.push_back(read(t));
+        for (const auto& t : a.list) vs.push_back(read_arg(call, t));
         Arg arg = Arg::tensor_list(vs);
         arg.ints = a.present;
         args.push_back(arg);
@@ -251,91 +248,110 @@ void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
         break;
     }
   }
+  return args;
+}
 
-  lowering::Context cx(b_, std::move(args), op);
+void ProgramBuilder::add(const OpCall& call, const BucketPlan* plan) {
+  const std::string& op = call.op->name;
+  plan_ = plan;
+  plan_ref0_ = refs_;
+  plan_fresh0_ = static_cast<int32_t>(sig_.fresh_types.size());
+  lowering::Context cx(b_, lower_args(call), op);
   std::vector<Value> results = call.op->lower(cx);
   if (!call.targets.empty() && results.size() < call.targets.size())
     throw LoweringError(op + ": lowering returned fewer results than the op writes");
-
   for (size_t k = 0; k < results.size(); ++k) {
-    Value v = results[k];
-    if (k >= call.targets.size() || !call.targets[k].slot) {
-      sig_.fresh_calls.push_back(calls_);
-      if (v.type.dynamic) {
-        const int32_t index = static_cast<int32_t>(sig_.fresh_types.size());
-        if (!plan_) throw LoweringError(op + ": a dynamic result outside a bucketed call");
-        const hlo::Dims& buckets = plan_->results.at(index - plan_fresh0_);
-        if (static_cast<int64_t>(buckets.size()) != v.rank())
-          throw LoweringError(op + ": a bucketed result has another rank than the exact one");
-        sig_.fresh_types.push_back(capacity_of(v.type, buckets));
-        Value sizes = b_.parameter(TensorType{DType::I64, {v.rank()}});
-        sig_.params.push_back({Signature::Param::ResultShape, index, calls_});
-        fresh_.push_back(compact_bucketed_result(b_, v, sizes, buckets));
-      } else {
-        sig_.fresh_types.push_back(v.type);
-        fresh_.push_back(b_.reshape(v, {v.type.numel()}));
-      }
-      continue;
-    }
-    const TensorRef& target = call.targets[k];
-    const ViewSpec& view = target.view;
-    if (!hlo::can_cast(v.dtype(), view.dtype))  // checked for empty tensors too, as on CPU
-      throw LoweringError(op + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
-                          " can't be cast to the desired output type " +
-                          std::string(hlo::scalar_type_name(view.dtype)));
-    if (view.numel() == 0 && v.type.numel() == 0) {
-      number_ref(numbering_, call, target, true);  // numbered as make_key numbers it
-      offset_param(target, Access::Empty);
-      continue;
-    }
-    const BucketedRef* bucketed = bucketed_ref(refs_);
-    if (bucketed && bucketed->fresh) {
-      // A fused region's fresh result: its new storage holds the value
-      // compacted at its true sizes (the first half of its view's shape).
-      const int32_t ref = refs_;
-      const int s = number_ref(numbering_, call, target, true).first;
-      SlotValue& sv = slot_value(target, s, op);
-      offset_param(target, Access::Whole);
-      const int64_t rank = static_cast<int64_t>(view.sizes.size());
-      Value sizes = b_.slice(view_shape_param(ref, view.sizes.size()), {0}, {rank}, {1});
-      if (v.rank() != rank || capacity_of(v.type, bucketed->padded).numel() != sv.numel)
-        throw LoweringError(op + ": a bucketed result does not fill its storage");
-      Value value = b_.convert(v, view.dtype);
-      sv.flat = compact_bucketed_result(b_, value, sizes, bucketed->padded);
-      sv.fitted = fit_to_buckets(b_, value, sizes, bucketed->padded);
-      sv.has_value = sv.written = sv.has_fitted = true;
-      continue;
-    }
-    if (bucketed ? v.dims() != bucketed->padded || (v.type.dynamic & ~bucketed->dynamic_sizes) != 0
-                 : v.dims() != view.sizes || v.type.dynamic != 0)
-      throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
-                          " doesn't match the broadcast shape " + hlo::dims_str(v.dims()));
-    const int32_t ref = refs_;
-    const auto [s, fixed] = number_ref(numbering_, call, target, true);
-    SlotValue& sv = slot_value(target, s, op);
-    Access access = bucketed ? Access::Gather : access_of(view, sv.numel);
-    Value offset = offset_param(target, access, fixed);
-    // A partial write keeps the rest of the storage: read it first.
-    if (!sv.has_value && access != Access::Whole) read_slot(sv, view.dtype, s);
-    Value base = sv.has_value ? sv.flat : b_.full(0, TensorType{view.dtype, {sv.numel}});
-    if (bucketed) {
-      Value shape = view_shape_param(ref, view.sizes.size());
-      sv.flat = write_bucketed_view(b_, base, b_.convert(v, view.dtype), *bucketed, shape, offset);
-    } else if (fixed) {
-      sv.flat = write_view_at_offset(b_, base, b_.convert(v, view.dtype), view, access);
-    } else {
-      sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);
-    }
-    sv.has_value = sv.written = true;
-    sv.has_fitted = false;
+    if (k >= call.targets.size() || !call.targets[k].slot)
+      store_fresh(call, results[k]);
+    else
+      store_target(call, call.targets[k], results[k]);
   }
+  record_checks(cx);
+  ++calls_;
+}
+
+void ProgramBuilder::store_fresh(const OpCall& call, Value v) {
+  const std::string& op = call.op->name;
+  sig_.fresh_calls.push_back(calls_);
+  if (!v.type.dynamic) {
+    sig_.fresh_types.push_back(v.type);
+    fresh_.push_back(b_.reshape(v, {v.type.numel()}));
+    return;
+  }
+  const int32_t index = static_cast<int32_t>(sig_.fresh_types.size());
+  if (!plan_) throw LoweringError(op + ": a dynamic result outside a bucketed call");
+  const hlo::Dims& buckets = plan_->results.at(index - plan_fresh0_);
+  if (static_cast<int64_t>(buckets.size()) != v.rank())
+    throw LoweringError(op + ": a bucketed result has another rank than the exact one");
+  sig_.fresh_types.push_back(capacity_of(v.type, buckets));
+  Value sizes = b_.parameter(TensorType{DType::I64, {v.rank()}});
+  sig_.params.push_back({Signature::Param::ResultShape, index, calls_});
+  fresh_.push_back(compact_bucketed_result(b_, v, sizes, buckets));
+}
+
+void ProgramBuilder::store_bucketed_fresh(const OpCall& call, const TensorRef& target, const BucketedRef& bucketed,
+                                          Value v) {
+  // A fused region's fresh result: its new storage holds the value
+  // compacted at its true sizes (the first half of its view's shape).
+  const ViewSpec& view = target.view;
+  const int32_t ref = refs_;
+  const int s = number_ref(numbering_, call, target, true).first;
+  SlotValue& sv = slot_value(target, s, call.op->name);
+  offset_param(target, Access::Whole);
+  const int64_t rank = static_cast<int64_t>(view.sizes.size());
+  Value sizes = b_.slice(view_shape_param(ref, view.sizes.size()), {0}, {rank}, {1});
+  if (v.rank() != rank || capacity_of(v.type, bucketed.padded).numel() != sv.numel)
+    throw LoweringError(call.op->name + ": a bucketed result does not fill its storage");
+  Value value = b_.convert(v, view.dtype);
+  sv.flat = compact_bucketed_result(b_, value, sizes, bucketed.padded);
+  sv.fitted = fit_to_buckets(b_, value, sizes, bucketed.padded);
+  sv.has_value = sv.written = sv.has_fitted = true;
+}
+
+void ProgramBuilder::store_target(const OpCall& call, const TensorRef& target, Value v) {
+  const std::string& op = call.op->name;
+  const ViewSpec& view = target.view;
+  if (!hlo::can_cast(v.dtype(), view.dtype))  // checked for empty tensors too, as on CPU
+    throw LoweringError(op + ": result type " + std::string(hlo::scalar_type_name(v.dtype())) +
+                        " can't be cast to the desired output type " + std::string(hlo::scalar_type_name(view.dtype)));
+  if (view.numel() == 0 && v.type.numel() == 0) {
+    number_ref(numbering_, call, target, true);  // numbered as make_key numbers it
+    offset_param(target, Access::Empty);
+    return;
+  }
+  const BucketedRef* bucketed = bucketed_ref(refs_);
+  if (bucketed && bucketed->fresh) return store_bucketed_fresh(call, target, *bucketed, v);
+  if (bucketed ? v.dims() != bucketed->padded || (v.type.dynamic & ~bucketed->dynamic_sizes) != 0
+               : v.dims() != view.sizes || v.type.dynamic != 0)
+    throw LoweringError(op + ": output with shape " + hlo::dims_str(view.sizes) +
+                        " doesn't match the broadcast shape " + hlo::dims_str(v.dims()));
+  const int32_t ref = refs_;
+  const auto [s, fixed] = number_ref(numbering_, call, target, true);
+  SlotValue& sv = slot_value(target, s, op);
+  Access access = bucketed ? Access::Gather : access_of(view, sv.numel);
+  Value offset = offset_param(target, access, fixed);
+  // A partial write keeps the rest of the storage: read it first.
+  if (!sv.has_value && access != Access::Whole) read_slot(sv, view.dtype, s);
+  Value base = sv.has_value ? sv.flat : b_.full(0, TensorType{view.dtype, {sv.numel}});
+  if (bucketed) {
+    Value shape = view_shape_param(ref, view.sizes.size());
+    sv.flat = write_bucketed_view(b_, base, b_.convert(v, view.dtype), *bucketed, shape, offset);
+  } else if (fixed) {
+    sv.flat = write_view_at_offset(b_, base, b_.convert(v, view.dtype), view, access);
+  } else {
+    sv.flat = write_view(b_, base, b_.convert(v, view.dtype), view, access, offset);
+  }
+  sv.has_value = sv.written = true;
+  sv.has_fitted = false;
+}
+
+void ProgramBuilder::record_checks(const lowering::Context& cx) {
   for (const auto& c : cx.checks()) {
     sig_.checks.push_back({c.message, c.kind, calls_});
     checks_.push_back(c.failed);
   }
   for (const auto& c : cx.scalar_checks())
     sig_.scalar_checks.push_back({calls_, static_cast<int32_t>(c.arg), c.fits, c.message});
-  ++calls_;
 }
 
 Program ProgramBuilder::finish(const std::vector<uint8_t>* dead) {

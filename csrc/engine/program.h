@@ -176,6 +176,16 @@ class ProgramBuilder {
   const BucketedRef* bucketed_ref(int32_t ref) const;
   // The true sizes and strides of bucketed reference `ref` (rank `rank`).
   hlo::Value view_shape_param(int32_t ref, size_t rank);
+  // The steps of add(): the value of an argument view of `call`; its
+  // arguments as the lowering sees them; a fresh result `v`; a result `v`
+  // written into `target`, one of its views; the lowering's checks.
+  hlo::Value read_arg(const OpCall& call, const TensorRef& r);
+  std::vector<lowering::Arg> lower_args(const OpCall& call);
+  void store_fresh(const OpCall& call, hlo::Value v);
+  void store_target(const OpCall& call, const TensorRef& target, hlo::Value v);
+  // A fused region's bucketed fresh result `v`, written into its new storage.
+  void store_bucketed_fresh(const OpCall& call, const TensorRef& target, const BucketedRef& bucketed, hlo::Value v);
+  void record_checks(const lowering::Context& cx);
 
   const BucketPlan* plan_ = nullptr;  // the call being added's
   int32_t plan_ref0_ = 0;             // its first tensor reference
