@@ -32,7 +32,7 @@ std::vector<Entry> foreach_lowerings();          // foreach.cc
 
 // Shared helpers for lowerings of several families.
 // The orders ATen's vector norm kernels compute without pow (None means 2):
-// program constants (Traits::fixes), so a norm computes one reduction
+// program constants (Traits::fixed_values), so a norm computes one reduction
 // (reduction.cc).
 extern const std::vector<double> kNormFixedOrders;
 // CPU refuses an in-place abs of a complex tensor (abs_, _foreach_abs_).

@@ -501,7 +501,7 @@ V group_norm_backward(Context& cx) {
 
 std::vector<Entry> norm_lowerings() {
   return {
-      {"aten::native_batch_norm", batch_norm, Traits().writes({3, 4})},
+      {"aten::native_batch_norm", batch_norm, Traits().set_unmarked_writes({3, 4})},
       {"aten::_native_batch_norm_legit", batch_norm_legit},
       {"aten::_native_batch_norm_legit.no_stats", batch_norm_no_stats},
       {"aten::_native_batch_norm_legit_functional", batch_norm_legit},
@@ -512,7 +512,7 @@ std::vector<Entry> norm_lowerings() {
       //  save_var?, update, eps, output_mask, reserve): update means training
       {"aten::batch_norm_backward", batch_norm_backward},
       {"aten::native_group_norm", group_norm},
-      {"aten::native_layer_norm", native_layer_norm, Traits().generic()},
+      {"aten::native_layer_norm", native_layer_norm, Traits().set_shape_generic()},
       {"aten::native_layer_norm_backward", native_layer_norm_backward},
       {"aten::native_group_norm_backward", group_norm_backward},
   };

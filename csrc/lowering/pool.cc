@@ -946,7 +946,7 @@ std::vector<Entry> pool_lowerings() {
       {"aten::avg_pool3d", avg_pool<3>},
       {"aten::avg_pool2d_backward", avg_pool_backward<2>},
       {"aten::avg_pool3d_backward", avg_pool_backward<3>},
-      {"aten::_adaptive_avg_pool2d", adaptive_avg_pool<2>, Traits().out_dtype_same()},
+      {"aten::_adaptive_avg_pool2d", adaptive_avg_pool<2>, Traits().set_out_same_dtype()},
       {"aten::_adaptive_avg_pool3d", adaptive_avg_pool<3>},
       {"aten::_adaptive_avg_pool2d_backward", adaptive_avg_pool_backward<2>},
       {"aten::_adaptive_avg_pool3d_backward", adaptive_avg_pool_backward<3>},

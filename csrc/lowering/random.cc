@@ -436,9 +436,9 @@ V random_default(Context& cx) { return {random_range(cx, 0, false, 0, cx.rng(1))
 
 std::vector<Entry> random_lowerings() {
   return {
-      {"aten::native_dropout", native_dropout, Traits().rng().partial_overlap_ok()},
+      {"aten::native_dropout", native_dropout, Traits().set_implicit_rng().set_partial_overlap_allowed()},
       {"aten::uniform", uniform},
-      {"aten::normal_functional", normal_functional, Traits().in_place_form("aten::normal_")},
+      {"aten::normal_functional", normal_functional, Traits().set_in_place("aten::normal_")},
       {"aten::exponential", exponential},
       {"aten::normal.Tensor_Tensor", normal_tensors},
       {"aten::normal.Tensor_float", normal_tensors},
@@ -446,8 +446,8 @@ std::vector<Entry> random_lowerings() {
       {"aten::cauchy", cauchy},
       {"aten::log_normal", log_normal},
       {"aten::geometric", geometric},
-      {"aten::multinomial", multinomial, Traits().out_dtype_same()},
-      {"aten::bernoulli.p", bernoulli_p, Traits().in_place_form("aten::bernoulli_.float")},
+      {"aten::multinomial", multinomial, Traits().set_out_same_dtype()},
+      {"aten::bernoulli.p", bernoulli_p, Traits().set_in_place("aten::bernoulli_.float")},
       {"aten::bernoulli", bernoulli},
       {"aten::random.from", random_from},
       {"aten::random.to", random_to},

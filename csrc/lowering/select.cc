@@ -378,17 +378,17 @@ V bincount(Context& cx) {
 
 std::vector<Entry> select_lowerings() {
   return {
-      {"aten::nonzero", nonzero, Traits().data_dependent({0}).out_dtype_same()},
+      {"aten::nonzero", nonzero, Traits().set_narrowed({0}).set_out_same_dtype()},
       {"aten::nonzero_static", nonzero_static},
-      {"aten::masked_select", masked_select, Traits().data_dependent({0})},
+      {"aten::masked_select", masked_select, Traits().set_narrowed({0})},
       {"aten::masked_scatter", masked_scatter},
       {"aten::equal", equal},
-      {"aten::unique_consecutive", unique_consecutive, Traits().data_dependent({0, 2}, 3)},
-      {"aten::_unique", unique, Traits().data_dependent({0})},
-      {"aten::_unique2", unique2, Traits().data_dependent({0, 2})},
-      {"aten::unique_dim", unique_dim, Traits().data_dependent({0, 2}, 1)},
-      {"aten::repeat_interleave.Tensor", repeat_interleave, Traits().host_prep(HostPrep::RepeatInterleave)},
-      {"aten::bincount", bincount, Traits().host_prep(HostPrep::Bincount)},
+      {"aten::unique_consecutive", unique_consecutive, Traits().set_narrowed({0, 2}, 3)},
+      {"aten::_unique", unique, Traits().set_narrowed({0})},
+      {"aten::_unique2", unique2, Traits().set_narrowed({0, 2})},
+      {"aten::unique_dim", unique_dim, Traits().set_narrowed({0, 2}, 1)},
+      {"aten::repeat_interleave.Tensor", repeat_interleave, Traits().set_prepare(HostPrep::RepeatInterleave)},
+      {"aten::bincount", bincount, Traits().set_prepare(HostPrep::Bincount)},
   };
 }
 

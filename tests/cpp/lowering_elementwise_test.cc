@@ -175,7 +175,7 @@ TEST(Elementwise, RefusesWhatPyTorchRefuses) {
             std::string::npos);
 }
 
-// pow(x, 2.0) with the exponent a program constant (Traits::fixes) squares;
+// pow(x, 2.0) with the exponent a program constant (Traits::fixed_values) squares;
 // with the exponent a parameter it stays stablehlo.power.
 TEST(Elementwise, PowOfAFixedSquareMultipliesGolden) {
   auto fixed = lower("aten::pow.Tensor_Scalar", [](hlo::Builder& b) {
