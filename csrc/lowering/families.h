@@ -1,6 +1,7 @@
 // The lowering table is the union of these per-family tables, one file each.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -59,6 +60,30 @@ inline Dims iota_dims(int64_t n, int64_t from = 0) {
   for (int64_t i = 0; i < n; ++i) d.push_back(from + i);
   return d;
 }
+
+// ---- reductions inside a lowering
+
+// The dims of `rank` that are not in `reduced`, in order.
+inline Dims kept_dims(int64_t rank, const Dims& reduced) {
+  Dims kept;
+  for (int64_t i = 0; i < rank; ++i)
+    if (std::find(reduced.begin(), reduced.end(), i) == reduced.end()) kept.push_back(i);
+  return kept;
+}
+// A value reduced over `reduced` broadcast back to the dims `full`.
+inline Value unreduce(hlo::Builder& b, Value v, const Dims& full, const Dims& reduced) {
+  return b.broadcast_in_dim(v, full, kept_dims(static_cast<int64_t>(full.size()), reduced));
+}
+// Sum of x over `dims` in x's dtype (x itself when dims is empty).
+inline Value sum_over(hlo::Builder& b, Value x, const Dims& dims) {
+  if (dims.empty()) return x;
+  return b.reduce(x, b.constant(0, x.dtype()), dims, "stablehlo.add");
+}
+// max(x, lo) and min(x, hi) that keep a NaN x whatever the plugin's
+// stablehlo.maximum/minimum do with NaN operands (the CPU plugin's depend on
+// the operand order).
+inline Value at_least(hlo::Builder& b, Value x, Value lo) { return b.select(b.compare(x, lo, "LT"), lo, x); }
+inline Value at_most(hlo::Builder& b, Value x, Value hi) { return b.select(b.compare(x, hi, "GT"), hi, x); }
 
 // Stable sort of x along dim: {values, int64 source positions}; NaN sorts as
 // the largest value, as in PyTorch (shape.cc).

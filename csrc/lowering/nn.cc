@@ -16,39 +16,11 @@ enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
 
 // ---- helpers
 
-// The dims of `rank` that are not in `reduced`, in order.
-Dims kept_dims(int64_t rank, const Dims& reduced) {
-  Dims kept;
-  for (int64_t i = 0; i < rank; ++i)
-    if (std::find(reduced.begin(), reduced.end(), i) == reduced.end()) kept.push_back(i);
-  return kept;
-}
-
-// A value reduced over `reduced` broadcast back to the dims `full`.
-Value unreduce(hlo::Builder& b, Value v, const Dims& full, const Dims& reduced) {
-  return b.broadcast_in_dim(v, full, kept_dims(static_cast<int64_t>(full.size()), reduced));
-}
-
-Value sum(hlo::Builder& b, Value x, const Dims& dims) {
-  if (dims.empty()) return x;
-  return b.reduce(x, b.constant(0, x.dtype()), dims, "stablehlo.add");
-}
-
-Value sum_all(hlo::Builder& b, Value x) {
-  Dims all;
-  for (int64_t i = 0; i < x.rank(); ++i) all.push_back(i);
-  return sum(b, x, all);
-}
+Value sum_all(hlo::Builder& b, Value x) { return sum_over(b, x, iota_dims(x.rank())); }
 
 Value max_over(hlo::Builder& b, Value x, const Dims& dims) {
   return b.reduce(x, b.constant(-INFINITY, x.dtype()), dims, "stablehlo.maximum");
 }
-
-// max(x, lo) and min(x, hi) that keep a NaN x whatever the plugin's
-// stablehlo.maximum/minimum do with NaN operands (the CPU plugin's depend on
-// the operand order).
-Value at_least(hlo::Builder& b, Value x, Value lo) { return b.select(b.compare(x, lo, "LT"), lo, x); }
-Value at_most(hlo::Builder& b, Value x, Value hi) { return b.select(b.compare(x, hi, "GT"), hi, x); }
 
 // Elementwise loss reduced as PyTorch's `reduction` argument says (none, mean
 // over all elements, or sum), in the compute dtype.
@@ -96,7 +68,7 @@ Value softmax_impl(Context& cx, bool log) {
   Dims red{d};
   Value shifted = b.sub(x, unreduce(b, max_over(b, x, red), x.dims(), red));
   Value e = b.exp(shifted);
-  Value s = unreduce(b, sum(b, e, red), x.dims(), red);
+  Value s = unreduce(b, sum_over(b, e, red), x.dims(), red);
   Value y = log ? b.sub(shifted, b.log(s)) : b.div(e, s);
   return b.convert(b.reshape(y, orig), out);
 }
@@ -134,9 +106,9 @@ Value softmax_backward_impl(Context& cx, bool log) {
   Dims red{d};
   Value r;
   if (log) {
-    r = b.sub(g, b.mul(b.exp(y), unreduce(b, sum(b, g, red), g.dims(), red)));
+    r = b.sub(g, b.mul(b.exp(y), unreduce(b, sum_over(b, g, red), g.dims(), red)));
   } else {
-    r = b.mul(y, b.sub(g, unreduce(b, sum(b, b.mul(g, y), red), g.dims(), red)));
+    r = b.mul(y, b.sub(g, unreduce(b, sum_over(b, b.mul(g, y), red), g.dims(), red)));
   }
   return b.convert(b.reshape(r, orig), out);
 }
@@ -858,7 +830,7 @@ V multi_margin_loss(Context& cx) {
   DType out = self.dtype(), t = hlo::opmath_type(float_type(out));
   MarginRows r = margin_rows(cx, 0, 1, t, false);
   MultiMargin m = multi_margin_terms(cx, r, 2, 3, 4, t);
-  Value loss = b.div(sum(b, m.h, {1}), b.constant(static_cast<double>(r.c), t));
+  Value loss = b.div(sum_over(b, m.h, {1}), b.constant(static_cast<double>(r.c), t));
   int64_t reduction = cx.integer(5);
   if (reduction == kNone) return {b.convert(b.reshape(loss, margin_none_dims(self, cx.tensor(1), false)), out)};
   return {b.convert(reduce_loss(b, loss, reduction), out)};
@@ -886,7 +858,7 @@ V multi_margin_loss_backward(Context& cx) {
       b.broadcast_in_dim(
           b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(r.c - 1), DType::I64)), nc, {0}),
       "EQ");
-  Value grad = b.select(is_target, b.broadcast_in_dim(b.neg(sum(b, h, {1})), nc, {0}), h);
+  Value grad = b.select(is_target, b.broadcast_in_dim(b.neg(sum_over(b, h, {1})), nc, {0}), h);
   Value go = cx.as(0, t);
   if (reduction == kNone && go.rank() > 0) {
     grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), nc, {0}));
@@ -935,7 +907,7 @@ V multilabel_margin_loss_forward(Context& cx) {
   MarginRows r = margin_rows(cx, 0, 1, t, true);
   MultiLabel m = multilabel_terms(cx, r, t);
   Value h = b.select(m.active, m.z, b.constant(0, t));
-  Value loss = b.div(sum(b, h, {1, 2}), b.constant(static_cast<double>(r.c), t));
+  Value loss = b.div(sum_over(b, h, {1, 2}), b.constant(static_cast<double>(r.c), t));
   Value is_target = b.convert(b.reshape(m.is_target, self.dims()), out);
   int64_t reduction = cx.integer(2);
   if (reduction == kNone)
@@ -956,9 +928,9 @@ V multilabel_margin_loss_backward(Context& cx) {
   Dims njc{r.n, r.c, r.c};
   double g = reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
   Value act = b.convert(m.active, t);
-  Value plus = sum(b, act, {1});                                    // [N, C]: active pairs with this c
-  Value per_j = b.broadcast_in_dim(sum(b, act, {2}), njc, {0, 1});  // [N, J]: active pairs of target j
-  Value minus = sum(b, b.select(m.onehot, per_j, b.constant(0, t)), {1});
+  Value plus = sum_over(b, act, {1});                                    // [N, C]: active pairs with this c
+  Value per_j = b.broadcast_in_dim(sum_over(b, act, {2}), njc, {0, 1});  // [N, J]: active pairs of target j
+  Value minus = sum_over(b, b.select(m.onehot, per_j, b.constant(0, t)), {1});
   Value grad = b.mul(b.sub(plus, minus), b.constant(g, t));
   Value go = cx.as(0, t);
   Dims nc{r.n, r.c};
@@ -993,12 +965,12 @@ Value p_distance(hlo::Builder& b, Value diff, Value p) {
   int64_t last = diff.rank() - 1;
   Value a = b.abs(diff);
   PNorm c = p_cases(b, p);
-  Value d0 = sum(b, b.convert(b.compare(diff, b.constant(0, t), "NE"), t), {last});
-  Value d1 = sum(b, a, {last});
-  Value d2 = b.sqrt(sum(b, b.mul(a, a), {last}));
+  Value d0 = sum_over(b, b.convert(b.compare(diff, b.constant(0, t), "NE"), t), {last});
+  Value d1 = sum_over(b, a, {last});
+  Value d2 = b.sqrt(sum_over(b, b.mul(a, a), {last}));
   Value dinf = b.reduce(a, b.constant(0, t), {last}, "stablehlo.maximum");
   Value pb = b.broadcast_to(p, a.dims());
-  Value sp = sum(b, b.binary("stablehlo.power", a, pb), {last});
+  Value sp = sum_over(b, b.binary("stablehlo.power", a, pb), {last});
   Value dp = b.binary("stablehlo.power", sp, b.broadcast_to(b.div(b.constant(1, t), p), sp.dims()));
   Value r = pick_p(b, c.is_inf, dinf, dp);
   r = pick_p(b, c.is2, d2, r);
@@ -1131,7 +1103,7 @@ V cdist_forward(Context& cx) {
   if (mm_able) {
     Dims batch;
     for (int64_t i = 0; i < k - 2; ++i) batch.push_back(i);
-    Value n1 = sum(b, b.mul(x1, x1), {k - 1}), n2 = sum(b, b.mul(x2, x2), {k - 1});
+    Value n1 = sum_over(b, b.mul(x1, x1), {k - 1}), n2 = sum_over(b, b.mul(x2, x2), {k - 1});
     Value dot = b.dot_general(x1, x2, batch, batch, {k - 1}, {k - 1}, t);
     Dims full = dot.dims(), keep1 = batch, keep2 = batch;
     keep1.push_back(k - 2);
@@ -1151,7 +1123,7 @@ Value cdist_grad(hlo::Builder& b, Value g, Value x1, Value x2, Value p, Value di
   Dims keep;
   for (int64_t i = 0; i < k - 1; ++i) keep.push_back(i);
   Value f = p_distance_grad(b, diff, b.broadcast_in_dim(dist, diff.dims(), keep), p);
-  return sum(b, b.mul(f, b.broadcast_in_dim(g, diff.dims(), keep)), {k - 2});
+  return sum_over(b, b.mul(f, b.broadcast_in_dim(g, diff.dims(), keep)), {k - 2});
 }
 
 // _cdist_backward(grad, x1, x2, p, cdist) -> grad_x1, shaped like x1
