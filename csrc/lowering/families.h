@@ -15,6 +15,8 @@ std::vector<Entry> elementwise_lowerings();      // elementwise.cc
 std::vector<Entry> reduction_lowerings();        // reduction.cc
 std::vector<Entry> linalg_lowerings();           // linalg.cc
 std::vector<Entry> shape_lowerings();            // shape.cc
+std::vector<Entry> indexing_lowerings();         // indexing.cc
+std::vector<Entry> sorting_lowerings();          // sorting.cc
 std::vector<Entry> nn_lowerings();               // nn.cc
 std::vector<Entry> random_lowerings();           // random.cc
 std::vector<Entry> creation_lowerings();         // creation.cc
@@ -86,8 +88,30 @@ inline Value at_least(hlo::Builder& b, Value x, Value lo) { return b.select(b.co
 inline Value at_most(hlo::Builder& b, Value x, Value hi) { return b.select(b.compare(x, hi, "GT"), hi, x); }
 
 // Stable sort of x along dim: {values, int64 source positions}; NaN sorts as
-// the largest value, as in PyTorch (shape.cc).
+// the largest value, as in PyTorch (sorting.cc).
 std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending);
+
+// ---- shapes and indices (shape.cc, indexing.cc, sorting.cc)
+
+// d with `extra` appended.
+inline Dims appended(Dims d, int64_t extra) {
+  d.push_back(extra);
+  return d;
+}
+// d with entry `dim` replaced by `size`.
+inline Dims with_dim(Dims d, int64_t dim, int64_t size) {
+  d[dim] = size;
+  return d;
+}
+// A rank-0 tensor viewed as 1-D (gather, scatter and friends treat scalars so).
+inline Value at_least_1d(hlo::Builder& b, Value x) { return x.rank() == 0 ? b.reshape(x, {1}) : x; }
+// indexing.cc. An index tensor as i64; bool/uint8 masks (data-dependent
+// shapes) and floats are refused.
+Value index_arg(Context& cx, Value idx);
+// indexing.cc. Full coordinates for an element-wise gather/scatter along
+// `dim`: shape idx.dims + [rank], where coordinate `dim` is idx and every
+// other coordinate is the element's own position.
+Value along_coords(hlo::Builder& b, Value idx, int64_t dim);
 
 // Rank-0 i1: whether any element of the i1 tensor `pred` is true (what a
 // runtime check tests).
