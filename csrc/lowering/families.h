@@ -17,7 +17,9 @@ std::vector<Entry> linalg_lowerings();           // linalg.cc
 std::vector<Entry> shape_lowerings();            // shape.cc
 std::vector<Entry> indexing_lowerings();         // indexing.cc
 std::vector<Entry> sorting_lowerings();          // sorting.cc
-std::vector<Entry> nn_lowerings();               // nn.cc
+std::vector<Entry> activation_lowerings();       // activation.cc
+std::vector<Entry> loss_lowerings();             // loss.cc
+std::vector<Entry> distance_lowerings();         // distance.cc
 std::vector<Entry> random_lowerings();           // random.cc
 std::vector<Entry> creation_lowerings();         // creation.cc
 std::vector<Entry> optim_lowerings();            // optim.cc

@@ -1,6 +1,6 @@
-// Shape ops: concatenation, flips and rolls, triangular masks, repeats and
-// unfold's backward. Padding is in pad.cc, indexing and scatter in
-// indexing.cc, sorting in sorting.cc.
+// Shape ops: concatenation, flips and rolls, triangular masks, repeats,
+// unfold's backward and channel_shuffle. Padding is in pad.cc, indexing and
+// scatter in indexing.cc, sorting in sorting.cc.
 #include <algorithm>
 #include <string>
 
@@ -162,6 +162,27 @@ V unfold_backward(Context& cx) {
   return {b.reshape(b.convert(acc, g.dtype()), in)};
 }
 
+// channel_shuffle(self, groups): [N, C, *] viewed as [N, g, C / g, *],
+// groups and channels-per-group swapped.
+V channel_shuffle(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  int64_t g = cx.integer(1);
+  if (x.rank() <= 2) cx.fail("channel_shuffle expects input to have at least 3 dimensions");
+  if (g <= 0) cx.fail("Number of groups to divide channels in must be positive. Value of groups:" + std::to_string(g));
+  int64_t c = x.dims()[1];
+  if (c % g)
+    cx.fail("Number of channels must be divisible by groups. Got " + std::to_string(c) + " channels and " +
+            std::to_string(g) + " groups.");
+  Dims split{x.dims()[0], g, c / g};
+  Dims perm{0, 2, 1};
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    split.push_back(x.dims()[i]);
+    perm.push_back(i + 1);
+  }
+  return {b.reshape(b.transpose(b.reshape(x, split), perm), x.dims())};
+}
+
 }  // namespace
 
 std::vector<Entry> shape_lowerings() {
@@ -173,6 +194,7 @@ std::vector<Entry> shape_lowerings() {
       {"aten::triu", triu, Traits().set_overlap_allowed()},
       {"aten::repeat", repeat, Traits().set_out_same_dtype().set_partial_overlap_allowed()},
       {"aten::unfold_backward", unfold_backward},
+      {"aten::channel_shuffle", channel_shuffle, Traits().set_out_same_dtype()},
   };
 }
 
