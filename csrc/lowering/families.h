@@ -12,27 +12,27 @@
 namespace torch_pjrt::lowering {
 
 std::vector<Entry> elementwise_lowerings();      // elementwise.cc
+std::vector<Entry> special_lowerings();          // special.cc
 std::vector<Entry> reduction_lowerings();        // reduction.cc
-std::vector<Entry> linalg_lowerings();           // linalg.cc
+std::vector<Entry> linalg_lowerings();           // linalg.cc (with linalg_factor.cc)
+std::vector<Entry> linalg_spectral_lowerings();  // linalg_spectral.cc
+std::vector<Entry> fft_lowerings();              // fft.cc
 std::vector<Entry> shape_lowerings();            // shape.cc
+std::vector<Entry> pad_lowerings();              // pad.cc
 std::vector<Entry> indexing_lowerings();         // indexing.cc
 std::vector<Entry> sorting_lowerings();          // sorting.cc
+std::vector<Entry> data_dependent_lowerings();   // data_dependent.cc
+std::vector<Entry> creation_lowerings();         // creation.cc
+std::vector<Entry> random_lowerings();           // random.cc
 std::vector<Entry> activation_lowerings();       // activation.cc
 std::vector<Entry> loss_lowerings();             // loss.cc
 std::vector<Entry> distance_lowerings();         // distance.cc
-std::vector<Entry> random_lowerings();           // random.cc
-std::vector<Entry> creation_lowerings();         // creation.cc
-std::vector<Entry> optim_lowerings();            // optim.cc
+std::vector<Entry> norm_lowerings();             // norm.cc
 std::vector<Entry> conv_lowerings();             // conv.cc
 std::vector<Entry> pool_lowerings();             // pool.cc
-std::vector<Entry> norm_lowerings();             // norm.cc
-std::vector<Entry> embedding_bag_lowerings();    // embedding_bag.cc
-std::vector<Entry> select_lowerings();           // select.cc
-std::vector<Entry> pad_lowerings();              // pad.cc
-std::vector<Entry> special_lowerings();          // special.cc
-std::vector<Entry> fft_lowerings();              // fft.cc
-std::vector<Entry> linalg_spectral_lowerings();  // linalg_spectral.cc
 std::vector<Entry> sampling_lowerings();         // sampling.cc
+std::vector<Entry> embedding_bag_lowerings();    // embedding_bag.cc
+std::vector<Entry> optim_lowerings();            // optim.cc
 std::vector<Entry> foreach_lowerings();          // foreach.cc
 
 // Shared helpers for lowerings of several families.

@@ -9,12 +9,31 @@ namespace {
 const std::unordered_map<std::string, Entry>& table() {
   static const auto* t = [] {
     auto* m = new std::unordered_map<std::string, Entry>();
-    for (auto family : {elementwise_lowerings,     reduction_lowerings, linalg_lowerings,     shape_lowerings,
-                        indexing_lowerings,        sorting_lowerings,   activation_lowerings, loss_lowerings,
-                        distance_lowerings,        random_lowerings,    creation_lowerings,   optim_lowerings,
-                        embedding_bag_lowerings,   conv_lowerings,      pool_lowerings,       norm_lowerings,
-                        select_lowerings,          pad_lowerings,       special_lowerings,    fft_lowerings,
-                        linalg_spectral_lowerings, sampling_lowerings,  foreach_lowerings}) {
+    for (auto family : {
+             elementwise_lowerings,
+             special_lowerings,
+             reduction_lowerings,
+             linalg_lowerings,
+             linalg_spectral_lowerings,
+             fft_lowerings,
+             shape_lowerings,
+             pad_lowerings,
+             indexing_lowerings,
+             sorting_lowerings,
+             data_dependent_lowerings,
+             creation_lowerings,
+             random_lowerings,
+             activation_lowerings,
+             loss_lowerings,
+             distance_lowerings,
+             norm_lowerings,
+             conv_lowerings,
+             pool_lowerings,
+             sampling_lowerings,
+             embedding_bag_lowerings,
+             optim_lowerings,
+             foreach_lowerings,
+         }) {
       for (const Entry& e : family()) {
         if (!m->emplace(e.aten_name, e).second)
           throw std::logic_error(std::string("duplicate lowering ") + e.aten_name);
