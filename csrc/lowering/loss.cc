@@ -319,6 +319,34 @@ Dims margin_none_dims(const Value& self, const Value& target, bool per_class_tar
   return target.rank() == 0 ? Dims{} : Dims{target.dims()[0]};
 }
 
+// A margin loss's per-sample `loss` ([N]) as `reduction` says: shaped for
+// none, else reduced; in the output dtype.
+Value margin_loss_value(Context& cx, Value loss, int64_t reduction, bool per_class_target, DType out) {
+  auto& b = cx.b;
+  if (reduction == kNone)  // self and target are arguments 0 and 1
+    return b.convert(b.reshape(loss, margin_none_dims(cx.tensor(0), cx.tensor(1), per_class_target)), out);
+  return b.convert(reduce_loss(b, loss, reduction), out);
+}
+
+// The scale of a margin loss's gradient: 1 / C, and 1 / N more for mean.
+double margin_grad_scale(const MarginRows& r, int64_t reduction) {
+  return reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
+}
+
+// A margin loss's [N, C] `grad` times grad_output (argument 0: one per
+// sample for reduction=none, else one), shaped and typed like self
+// (argument 1).
+Value margin_grad_out(Context& cx, const MarginRows& r, Value grad, int64_t reduction, DType out, DType t) {
+  auto& b = cx.b;
+  Value go = cx.as(0, t);
+  if (reduction == kNone && go.rank() > 0) {
+    grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), {r.n, r.c}, {0}));
+  } else {
+    grad = b.mul(grad, b.reshape(go, {}));
+  }
+  return b.convert(b.reshape(grad, cx.tensor(1).dims()), out);
+}
+
 // The [N, C] hinge terms of multi_margin_loss before the 1/C and the
 // reduction: max(0, margin - x[y] + x[d])^p (p = 1 or 2) times weight[y], 0
 // at d = y. Also returns z and the active mask for the backward.
@@ -356,9 +384,7 @@ V multi_margin_loss(Context& cx) {
   MarginRows r = margin_rows(cx, 0, 1, t, false);
   MultiMargin m = multi_margin_terms(cx, r, 2, 3, 4, t);
   Value loss = b.div(sum_over(b, m.h, {1}), b.constant(static_cast<double>(r.c), t));
-  int64_t reduction = cx.integer(5);
-  if (reduction == kNone) return {b.convert(b.reshape(loss, margin_none_dims(self, cx.tensor(1), false)), out)};
-  return {b.convert(reduce_loss(b, loss, reduction), out)};
+  return {margin_loss_value(cx, loss, cx.integer(5), false, out)};
 }
 
 // multi_margin_loss_backward(grad_output, self, target, p, margin, weight?,
@@ -373,7 +399,7 @@ V multi_margin_loss_backward(Context& cx) {
   MultiMargin m = multi_margin_terms(cx, r, 3, 4, 5, t);
   int64_t reduction = cx.integer(6);
   Dims nc{r.n, r.c};
-  double g = reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
+  double g = margin_grad_scale(r, reduction);
   Value gv = b.constant(g, t);
   Value h = b.select(b.broadcast_to(m.is_p1, nc), b.full(g, {t, nc}), b.mul(b.mul(b.constant(2, t), gv), m.z));
   if (!cx.none(5)) h = b.mul(h, m.wy);
@@ -384,13 +410,7 @@ V multi_margin_loss_backward(Context& cx) {
           b.clamp(b.constant(0, DType::I64), r.target, b.constant(static_cast<double>(r.c - 1), DType::I64)), nc, {0}),
       "EQ");
   Value grad = b.select(is_target, b.broadcast_in_dim(b.neg(sum_over(b, h, {1})), nc, {0}), h);
-  Value go = cx.as(0, t);
-  if (reduction == kNone && go.rank() > 0) {
-    grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), nc, {0}));
-  } else {
-    grad = b.mul(grad, b.reshape(go, {}));
-  }
-  return {b.convert(b.reshape(grad, self.dims()), out)};
+  return {margin_grad_out(cx, r, grad, reduction, out, t)};
 }
 
 // The pieces of multilabel_margin_loss for [N, C] rows: valid[n, j] (target
@@ -434,10 +454,7 @@ V multilabel_margin_loss_forward(Context& cx) {
   Value h = b.select(m.active, m.z, b.constant(0, t));
   Value loss = b.div(sum_over(b, h, {1, 2}), b.constant(static_cast<double>(r.c), t));
   Value is_target = b.convert(b.reshape(m.is_target, self.dims()), out);
-  int64_t reduction = cx.integer(2);
-  if (reduction == kNone)
-    return {b.convert(b.reshape(loss, margin_none_dims(self, cx.tensor(1), true)), out), is_target};
-  return {b.convert(reduce_loss(b, loss, reduction), out), is_target};
+  return {margin_loss_value(cx, loss, cx.integer(2), true, out), is_target};
 }
 
 // multilabel_margin_loss_backward(grad_output, self, target, reduction,
@@ -451,20 +468,13 @@ V multilabel_margin_loss_backward(Context& cx) {
   MultiLabel m = multilabel_terms(cx, r, t);
   int64_t reduction = cx.integer(3);
   Dims njc{r.n, r.c, r.c};
-  double g = reduction == kMean ? 1.0 / static_cast<double>(r.n * r.c) : 1.0 / static_cast<double>(r.c);
+  double g = margin_grad_scale(r, reduction);
   Value act = b.convert(m.active, t);
   Value plus = sum_over(b, act, {1});                                    // [N, C]: active pairs with this c
   Value per_j = b.broadcast_in_dim(sum_over(b, act, {2}), njc, {0, 1});  // [N, J]: active pairs of target j
   Value minus = sum_over(b, b.select(m.onehot, per_j, b.constant(0, t)), {1});
   Value grad = b.mul(b.sub(plus, minus), b.constant(g, t));
-  Value go = cx.as(0, t);
-  Dims nc{r.n, r.c};
-  if (reduction == kNone && go.rank() > 0) {
-    grad = b.mul(grad, b.broadcast_in_dim(b.reshape(go, {r.n}), nc, {0}));
-  } else {
-    grad = b.mul(grad, b.reshape(go, {}));
-  }
-  return {b.convert(b.reshape(grad, self.dims()), out)};
+  return {margin_grad_out(cx, r, grad, reduction, out, t)};
 }
 
 }  // namespace
