@@ -74,26 +74,12 @@ Value p_distance_grad(hlo::Builder& b, Value diff, Value dist, Value p) {
   return pick_p(b, c.is0, b.broadcast_to(zero, a.dims()), r);
 }
 
-// ATen's infer_size of two shapes, with its error.
-Dims broadcast_batch(const Context& cx, const Dims& a, const Dims& o) {
-  size_t n = std::max(a.size(), o.size());
-  Dims full(n);
-  for (size_t i = 0; i < n; ++i) {  // aligned from the right
-    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1, db = i < o.size() ? o[o.size() - 1 - i] : 1;
-    if (da != db && da != 1 && db != 1)
-      cx.fail("The size of tensor a (" + std::to_string(da) + ") must match the size of tensor b (" +
-              std::to_string(db) + ") at non-singleton dimension " + std::to_string(n - 1 - i));
-    full[n - 1 - i] = da == 1 ? db : da;
-  }
-  return full;
-}
-
 // x1 [B..., P, M] and x2 [B..., R, M] with their batch dims broadcast
 // (infer_size's error when they do not).
 std::pair<Value, Value> cdist_operands(Context& cx, Value x1, Value x2) {
   auto& b = cx.b;
   Dims b1(x1.dims().begin(), x1.dims().end() - 2), b2(x2.dims().begin(), x2.dims().end() - 2);
-  Dims batch = broadcast_batch(cx, b1, b2);
+  Dims batch = infer_size(cx, b1, b2);
   Dims d1 = batch, d2 = batch;
   d1.insert(d1.end(), x1.dims().end() - 2, x1.dims().end());
   d2.insert(d2.end(), x2.dims().end() - 2, x2.dims().end());
@@ -207,7 +193,7 @@ V cdist_backward(Context& cx) {
   size_at(cx, other, -1);
   int64_t r1 = size_at(cx, self, -2), r2 = size_at(cx, other, -2);
   Dims b1(self.dims().begin(), self.dims().end() - 2), b2(other.dims().begin(), other.dims().end() - 2);
-  Dims batch = broadcast_batch(cx, b1, b2);
+  Dims batch = infer_size(cx, b1, b2);
   DType out = self.dtype();
   if (r1 == 0 || r2 == 0 || c1 == 0 || numel(batch) == 0) return {b.full(0, self.type)};
   if (out != DType::F32 && out != DType::F64) refuse_dtype(cx, out, "cdist_backward");

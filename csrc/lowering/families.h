@@ -44,6 +44,10 @@ extern const std::vector<double> kNormFixedOrders;
 inline constexpr char kAbsInPlaceOfComplex[] = "In-place abs is not supported for complex tensors.";
 // Arguments i and j promoted to their common dtype (torch.result_type).
 std::pair<Value, Value> promote(Context& cx, size_t i, size_t j);
+// ATen's infer_size: the broadcast of shapes a and b, or its error ("The
+// size of tensor a (2) must match the size of tensor b (3) at non-singleton
+// dimension 0").
+Dims infer_size(const Context& cx, const Dims& a, const Dims& b);
 // dtype for ops that compute in floating point (sqrt of an int tensor is f32).
 DType float_type(DType t);
 // Rank-0 constant of x's dtype.

@@ -144,15 +144,7 @@ V nll_loss_backward(Context& cx) {
 // An in-place op on a tensor of shape `out` with an operand of shape
 // `other` (loss.mul_(weight)): TensorIterator's broadcast checks.
 void broadcast_into(const Context& cx, const Dims& out, const Dims& other) {
-  size_t n = std::max(out.size(), other.size());
-  Dims full(n);
-  for (size_t i = 0; i < n; ++i) {  // aligned from the right
-    int64_t a = i < out.size() ? out[out.size() - 1 - i] : 1, o = i < other.size() ? other[other.size() - 1 - i] : 1;
-    if (a != o && a != 1 && o != 1)
-      cx.fail("The size of tensor a (" + std::to_string(a) + ") must match the size of tensor b (" + std::to_string(o) +
-              ") at non-singleton dimension " + std::to_string(n - 1 - i));
-    full[n - 1 - i] = a == 1 ? o : a;
-  }
+  Dims full = infer_size(cx, out, other);
   if (full != out)
     cx.fail("output with shape " + dims_str(out) + " doesn't match the broadcast shape " + dims_str(full));
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -65,6 +66,19 @@ std::vector<std::string> lowered_ops() {
 std::pair<Value, Value> promote(Context& cx, size_t i, size_t j) {
   DType t = cx.result_type({i, j});
   return {cx.as(i, t), cx.as(j, t)};
+}
+
+Dims infer_size(const Context& cx, const Dims& a, const Dims& b) {
+  size_t n = std::max(a.size(), b.size());
+  Dims full(n);
+  for (size_t i = 0; i < n; ++i) {  // aligned from the right
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1, db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      cx.fail("The size of tensor a (" + std::to_string(da) + ") must match the size of tensor b (" +
+              std::to_string(db) + ") at non-singleton dimension " + std::to_string(n - 1 - i));
+    full[n - 1 - i] = da == 1 ? db : da;
+  }
+  return full;
 }
 
 DType float_type(DType t) { return hlo::is_floating(t) || hlo::is_complex(t) ? t : DType::F32; }
