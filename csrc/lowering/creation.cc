@@ -1,5 +1,6 @@
-// Factory ops that fill a preallocated output (their out= form is the one
-// backends implement). The output tensor arrives as the last argument.
+// Creation ops: arange, linspace, logspace, eye and tril/triu_indices. The
+// factories fill a preallocated output (their out= form is the one backends
+// implement); the output tensor arrives as the last argument.
 #include <string>
 
 #include "lowering/families.h"

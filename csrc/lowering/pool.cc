@@ -1,7 +1,7 @@
 // Pooling and resampling, with their backward passes: max pooling with
 // indices and average pooling (2d and 3d; PyTorch's 1d pools call the 2d
-// ops), adaptive average and max pooling, nearest and (bi/tri)linear
-// upsampling.
+// ops), adaptive average and max pooling, nearest, (bi/tri)linear, bicubic
+// and antialiased bilinear upsampling, and max_unpool.
 // Sums and interpolation run in the compute dtype (float32 for
 // float16/bfloat16) and round once, as PyTorch's CPU kernels do.
 //

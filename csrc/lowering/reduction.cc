@@ -1,5 +1,7 @@
 // Reductions: sum, mean, prod, extrema with and without indices, var/std,
-// any/all, logsumexp, vector norms and cumulative sums.
+// any/all, logsumexp, vector norms, nansum, count_nonzero, aminmax, trace,
+// renorm, the scans (cumsum, cumprod, cummax/cummin, logcumsumexp) and
+// segment_reduce.
 //
 // Conventions shared by every op here: a dim list that is None or empty means
 // every dim; keepdim puts a 1 back in each reduced position; float16 and

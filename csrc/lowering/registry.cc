@@ -1,3 +1,6 @@
+// The lowering table (find_entry, lowered_ops): the union of the per-family
+// tables of families.h, and the helpers it declares for several families
+// (promote, infer_size, float_type).
 #include <algorithm>
 #include <string>
 #include <unordered_map>
