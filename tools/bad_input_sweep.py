@@ -69,6 +69,7 @@ import warnings
 import zlib
 
 import torch
+from retry_import import import_torch_pjrt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KNOWN_LIST = os.path.join(ROOT, "tools", "bad_input_known.txt")
@@ -953,18 +954,6 @@ def worker_main(conn, log_path: str):
         conn.send(("result", result))
         if result["restart"]:
             return
-
-
-def import_torch_pjrt():
-    for attempt in range(10):  # others may be rebuilding the extension right now
-        try:
-            import torch_pjrt
-
-            return torch_pjrt
-        except (ImportError, OSError):
-            if attempt == 9:
-                raise
-            time.sleep(30)
 
 
 def torch_pjrt_lowered() -> list[str]:

@@ -45,6 +45,7 @@ import time
 import warnings
 
 import torch
+from retry_import import import_torch_pjrt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "op_coverage.md")
@@ -63,18 +64,6 @@ TOLERANCES = {
     "complex64": (1e-5, 1e-5),
     "bfloat16": (1.6e-2, 1e-2),
 }
-
-
-def import_torch_pjrt():
-    for attempt in range(10):  # others may be rebuilding the extension right now
-        try:
-            import torch_pjrt
-
-            return torch_pjrt
-        except (ImportError, OSError):
-            if attempt == 9:
-                raise
-            time.sleep(30)
 
 
 def key(op) -> str:

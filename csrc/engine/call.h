@@ -44,7 +44,7 @@ struct CallArg {
   DType scalar_dtype = DType::F64;
   bool host_tensor = false;
   uint8_t scalar_bytes[16] = {};
-  // Scalar: a program constant, its bytes part of the key (lowering::Traits::fixes).
+  // Scalar: a program constant, its bytes part of the key (lowering::Traits::fixed_values).
   bool fixed = false;
   // Static values (part of the key).
   int64_t i = 0;

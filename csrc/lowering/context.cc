@@ -1,3 +1,5 @@
+// Context: the argument accessors and errors of context.h, and the scalar
+// overflow test the engine runs on the host.
 #include "lowering/context.h"
 
 namespace torch_pjrt::lowering {

@@ -30,7 +30,7 @@ struct Arg {
   int64_t i = 0;              // Int, Bool, DType (as hlo::DType)
   std::vector<int64_t> ints;  // Ints
   std::string s;              // String
-  // Scalar: its value, when the program holds it as a constant (Traits::fixes).
+  // Scalar: its value, when the program holds it as a constant (Traits::fixed_values).
   std::optional<double> fixed;
 
   static Arg none() { return Arg{}; }
@@ -109,7 +109,7 @@ class Context {
   bool flag_or(size_t i, bool fallback) const { return none(i) ? fallback : flag(i); }
   DType dtype(size_t i) const;
   const std::string& str(size_t i) const;
-  // A Scalar argument's value when it is a program constant (Traits::fixes),
+  // A Scalar argument's value when it is a program constant (Traits::fixed_values),
   // else nullopt (a runtime parameter).
   std::optional<double> fixed_scalar(size_t i) const { return none(i) ? std::nullopt : args_[i].fixed; }
   Value rng(size_t i) const;
@@ -165,7 +165,8 @@ enum class OutSizing : uint8_t {
 
 // Facts about an op that the torch glue needs beside its lowering. Every
 // op-specific rule of the glue lives here, next to the lowering, so a
-// torch.compile path that reads the table keeps them too.
+// torch.compile path that reads the table keeps them too. Each trait has one
+// name: the glue reads the field `x`, a table sets it with `set_x()`.
 struct Traits {
   // Data-dependent result sizes: the lowering returns results padded to the
   // largest size and, last, a rank-0 i64 count; these results are narrowed to
@@ -173,7 +174,9 @@ struct Traits {
   // `narrow_dim_arg` when given).
   std::vector<int> narrowed;
   int narrow_dim_arg = -1;
+  // Values the glue reads from the data before the call (HostPrep).
   HostPrep prepare = HostPrep::None;
+  // How an out= op's out tensor is sized first (OutSizing).
   OutSizing out_sizing = OutSizing::Given;
   // Advanced indexing whose bool/uint8 masks become long indices first.
   bool expand_masks = false;
@@ -228,82 +231,83 @@ struct Traits {
   int fixed_arg = -1;
   std::vector<double> fixed_values;
 
-  Traits& fixes(int arg, std::vector<double> values) {
-    fixed_arg = arg;
-    fixed_values = std::move(values);
-    return *this;
-  }
-  Traits& data_dependent(std::vector<int> results, int dim_arg = -1) {
+  // The setters, chained in the tables: Traits().set_out_same_dtype().set_shape_generic().
+  Traits& set_narrowed(std::vector<int> results, int dim_arg = -1) {
     narrowed = std::move(results);
     narrow_dim_arg = dim_arg;
     return *this;
   }
-  Traits& host_prep(HostPrep p) {
+  Traits& set_prepare(HostPrep p) {
     prepare = p;
     return *this;
   }
-  Traits& sized_by(OutSizing s) {
+  Traits& set_out_sizing(OutSizing s) {
     out_sizing = s;
     return *this;
   }
-  Traits& masks() {
+  Traits& set_expand_masks() {
     expand_masks = true;
     return *this;
   }
-  Traits& writes(std::vector<int> args) {
+  Traits& set_unmarked_writes(std::vector<int> args) {
     unmarked_writes = std::move(args);
     return *this;
   }
-  Traits& rng() {
+  Traits& set_implicit_rng() {
     implicit_rng = true;
     return *this;
   }
-  Traits& contiguity() {
+  Traits& set_contiguity_flag() {
     contiguity_flag = true;
     return *this;
   }
-  Traits& check_errors(const char* api) {
+  Traits& set_check_errors_api(const char* api) {
     check_errors_api = api;
     return *this;
   }
-  Traits& overlap_ok() {
+  Traits& set_overlap_allowed() {
     overlap_allowed = true;
     return *this;
   }
-  Traits& partial_overlap_ok() {
+  Traits& set_partial_overlap_allowed() {
     partial_overlap_allowed = true;
     return *this;
   }
-  Traits& out_dtype_same() {
+  Traits& set_out_same_dtype() {
     out_same_dtype = true;
     return *this;
   }
-  Traits& out_dtype_bool() {
+  Traits& set_out_bool_or_byte() {
     out_bool_or_byte = true;
     return *this;
   }
-  Traits& out_resized_first() {
+  Traits& set_out_sized_first() {
     out_sized_first = true;
     return *this;
   }
-  Traits& out_not_resized() {
+  Traits& set_out_fixed_shape() {
     out_fixed_shape = true;
     return *this;
   }
-  Traits& in_place_form(const char* name) {
+  Traits& set_in_place(const char* name) {
     in_place = name;
     return *this;
   }
-  Traits& refuses_complex_in_place(const char* message) {
+  Traits& set_in_place_refuses_complex(const char* message) {
     in_place_refuses_complex = message;
     return *this;
   }
-  Traits& glue_kernel() {
+  Traits& set_own_kernel() {
     own_kernel = true;
     return *this;
   }
-  Traits& generic() {
+  Traits& set_shape_generic() {
     shape_generic = true;
+    return *this;
+  }
+  Traits& set_fixed(int arg, std::vector<double> values) {
+    fixed_arg = arg;
+    fixed_values = std::move(values);
     return *this;
   }
 };

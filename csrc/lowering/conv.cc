@@ -1,7 +1,8 @@
 // Convolution: aten::convolution (1d/2d/3d; strided, padded, dilated,
-// grouped, transposed) and aten::convolution_backward, each one
-// stablehlo.convolution (or a few) in the compute dtype: float16/bfloat16
-// convolve in float32 and round once at the end, as PyTorch's CPU kernels do.
+// grouped, transposed), im2col and col2im, and aten::convolution_backward,
+// each one stablehlo.convolution (or a few) in the compute dtype:
+// float16/bfloat16 convolve in float32 and round once at the end, as
+// PyTorch's CPU kernels do.
 //
 // Every gradient is itself a convolution:
 //   grad_input of a convolution    = transposed convolution of grad_output

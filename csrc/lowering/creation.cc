@@ -1,5 +1,6 @@
-// Factory ops that fill a preallocated output (their out= form is the one
-// backends implement). The output tensor arrives as the last argument.
+// Creation ops: arange, linspace, logspace, eye and tril/triu_indices. The
+// factories fill a preallocated output (their out= form is the one backends
+// implement); the output tensor arrives as the last argument.
 #include <string>
 
 #include "lowering/families.h"
@@ -142,11 +143,11 @@ V tril_indices(Context& cx) { return {triangle_indices(cx, false)}; }
 
 std::vector<Entry> creation_lowerings() {
   return {
-      {"aten::arange.start_out", arange_start_out, Traits().sized_by(OutSizing::Arange).generic()},
-      {"aten::linspace.out", linspace_out, Traits().sized_by(OutSizing::Space)},
-      {"aten::logspace.out", logspace_out, Traits().sized_by(OutSizing::Space)},
-      {"aten::eye.out", eye_out, Traits().sized_by(OutSizing::Eye)},
-      {"aten::eye.m_out", eye_m_out, Traits().sized_by(OutSizing::Eye)},
+      {"aten::arange.start_out", arange_start_out, Traits().set_out_sizing(OutSizing::Arange).set_shape_generic()},
+      {"aten::linspace.out", linspace_out, Traits().set_out_sizing(OutSizing::Space)},
+      {"aten::logspace.out", logspace_out, Traits().set_out_sizing(OutSizing::Space)},
+      {"aten::eye.out", eye_out, Traits().set_out_sizing(OutSizing::Eye)},
+      {"aten::eye.m_out", eye_m_out, Traits().set_out_sizing(OutSizing::Eye)},
       {"aten::triu_indices", triu_indices},
       {"aten::tril_indices", tril_indices},
   };

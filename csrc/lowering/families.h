@@ -1,6 +1,7 @@
 // The lowering table is the union of these per-family tables, one file each.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <string>
@@ -11,34 +12,42 @@
 namespace torch_pjrt::lowering {
 
 std::vector<Entry> elementwise_lowerings();      // elementwise.cc
+std::vector<Entry> special_lowerings();          // special.cc
 std::vector<Entry> reduction_lowerings();        // reduction.cc
-std::vector<Entry> linalg_lowerings();           // linalg.cc
+std::vector<Entry> linalg_lowerings();           // linalg.cc (with linalg_factor.cc)
+std::vector<Entry> linalg_spectral_lowerings();  // linalg_spectral.cc
+std::vector<Entry> fft_lowerings();              // fft.cc
 std::vector<Entry> shape_lowerings();            // shape.cc
-std::vector<Entry> nn_lowerings();               // nn.cc
-std::vector<Entry> random_lowerings();           // random.cc
+std::vector<Entry> pad_lowerings();              // pad.cc
+std::vector<Entry> indexing_lowerings();         // indexing.cc
+std::vector<Entry> sorting_lowerings();          // sorting.cc
+std::vector<Entry> data_dependent_lowerings();   // data_dependent.cc
 std::vector<Entry> creation_lowerings();         // creation.cc
-std::vector<Entry> optim_lowerings();            // optim.cc
+std::vector<Entry> random_lowerings();           // random.cc
+std::vector<Entry> activation_lowerings();       // activation.cc
+std::vector<Entry> loss_lowerings();             // loss.cc
+std::vector<Entry> distance_lowerings();         // distance.cc
+std::vector<Entry> norm_lowerings();             // norm.cc
 std::vector<Entry> conv_lowerings();             // conv.cc
 std::vector<Entry> pool_lowerings();             // pool.cc
-std::vector<Entry> norm_lowerings();             // norm.cc
-std::vector<Entry> embedding_bag_lowerings();    // embedding_bag.cc
-std::vector<Entry> select_lowerings();           // select.cc
-std::vector<Entry> pad_lowerings();              // pad.cc
-std::vector<Entry> special_lowerings();          // special.cc
-std::vector<Entry> fft_lowerings();              // fft.cc
-std::vector<Entry> linalg_spectral_lowerings();  // linalg_spectral.cc
 std::vector<Entry> sampling_lowerings();         // sampling.cc
+std::vector<Entry> embedding_bag_lowerings();    // embedding_bag.cc
+std::vector<Entry> optim_lowerings();            // optim.cc
 std::vector<Entry> foreach_lowerings();          // foreach.cc
 
 // Shared helpers for lowerings of several families.
 // The orders ATen's vector norm kernels compute without pow (None means 2):
-// program constants (Traits::fixes), so a norm computes one reduction
+// program constants (Traits::fixed_values), so a norm computes one reduction
 // (reduction.cc).
 extern const std::vector<double> kNormFixedOrders;
 // CPU refuses an in-place abs of a complex tensor (abs_, _foreach_abs_).
 inline constexpr char kAbsInPlaceOfComplex[] = "In-place abs is not supported for complex tensors.";
 // Arguments i and j promoted to their common dtype (torch.result_type).
 std::pair<Value, Value> promote(Context& cx, size_t i, size_t j);
+// ATen's infer_size: the broadcast of shapes a and b, or its error ("The
+// size of tensor a (2) must match the size of tensor b (3) at non-singleton
+// dimension 0").
+Dims infer_size(const Context& cx, const Dims& a, const Dims& b);
 // dtype for ops that compute in floating point (sqrt of an int tensor is f32).
 DType float_type(DType t);
 // Rank-0 constant of x's dtype.
@@ -60,9 +69,55 @@ inline Dims iota_dims(int64_t n, int64_t from = 0) {
   return d;
 }
 
+// ---- reductions inside a lowering
+
+// The dims of `rank` that are not in `reduced`, in order.
+inline Dims kept_dims(int64_t rank, const Dims& reduced) {
+  Dims kept;
+  for (int64_t i = 0; i < rank; ++i)
+    if (std::find(reduced.begin(), reduced.end(), i) == reduced.end()) kept.push_back(i);
+  return kept;
+}
+// A value reduced over `reduced` broadcast back to the dims `full`.
+inline Value unreduce(hlo::Builder& b, Value v, const Dims& full, const Dims& reduced) {
+  return b.broadcast_in_dim(v, full, kept_dims(static_cast<int64_t>(full.size()), reduced));
+}
+// Sum of x over `dims` in x's dtype (x itself when dims is empty).
+inline Value sum_over(hlo::Builder& b, Value x, const Dims& dims) {
+  if (dims.empty()) return x;
+  return b.reduce(x, b.constant(0, x.dtype()), dims, "stablehlo.add");
+}
+// max(x, lo) and min(x, hi) that keep a NaN x whatever the plugin's
+// stablehlo.maximum/minimum do with NaN operands (the CPU plugin's depend on
+// the operand order).
+inline Value at_least(hlo::Builder& b, Value x, Value lo) { return b.select(b.compare(x, lo, "LT"), lo, x); }
+inline Value at_most(hlo::Builder& b, Value x, Value hi) { return b.select(b.compare(x, hi, "GT"), hi, x); }
+
 // Stable sort of x along dim: {values, int64 source positions}; NaN sorts as
-// the largest value, as in PyTorch (shape.cc).
+// the largest value, as in PyTorch (sorting.cc).
 std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending);
+
+// ---- shapes and indices (shape.cc, indexing.cc, sorting.cc)
+
+// d with `extra` appended.
+inline Dims appended(Dims d, int64_t extra) {
+  d.push_back(extra);
+  return d;
+}
+// d with entry `dim` replaced by `size`.
+inline Dims with_dim(Dims d, int64_t dim, int64_t size) {
+  d[dim] = size;
+  return d;
+}
+// A rank-0 tensor viewed as 1-D (gather, scatter and friends treat scalars so).
+inline Value at_least_1d(hlo::Builder& b, Value x) { return x.rank() == 0 ? b.reshape(x, {1}) : x; }
+// indexing.cc. An index tensor as i64; bool/uint8 masks (data-dependent
+// shapes) and floats are refused.
+Value index_arg(Context& cx, Value idx);
+// indexing.cc. Full coordinates for an element-wise gather/scatter along
+// `dim`: shape idx.dims + [rank], where coordinate `dim` is idx and every
+// other coordinate is the element's own position.
+Value along_coords(hlo::Builder& b, Value idx, int64_t dim);
 
 // Rank-0 i1: whether any element of the i1 tensor `pred` is true (what a
 // runtime check tests).

@@ -210,7 +210,7 @@ std::vector<Entry> fft_lowerings() {
       {"aten::_fft_c2r", fft_c2r},
       {"aten::complex", complex},
       {"aten::polar", polar},
-      {"aten::_conj_physical", conj_physical, Traits().out_dtype_same()},
+      {"aten::_conj_physical", conj_physical, Traits().set_out_same_dtype()},
       {"aten::conj_physical", conj_physical},
       {"aten::angle", angle},
   };

@@ -254,8 +254,8 @@ std::vector<Entry> foreach_lowerings() {
       {"aten::_foreach_lerp.Scalar", apply<k_lerp_scalar, kLerp>},
       {"aten::_foreach_lerp.List", apply<k_lerp_tensor, kLerpList>},
       {"aten::_foreach_lerp.ScalarList", apply<k_lerp_scalar, kLerpScalarList>},
-      {"aten::_foreach_norm.Scalar", norm, Traits().fixes(1, kNormFixedOrders)},
-      {"aten::_foreach_abs", apply<k_abs, kUnary>, Traits().refuses_complex_in_place(kAbsInPlaceOfComplex)},
+      {"aten::_foreach_norm.Scalar", norm, Traits().set_fixed(1, kNormFixedOrders)},
+      {"aten::_foreach_abs", apply<k_abs, kUnary>, Traits().set_in_place_refuses_complex(kAbsInPlaceOfComplex)},
   };
   const std::vector<std::pair<const char*, LowerFn>> unaries = {
       {"aten::_foreach_acos", apply<k_acos, kUnary>},

@@ -256,9 +256,9 @@ std::vector<Entry> linalg_factor_lowerings();  // linalg_factor.cc
 
 std::vector<Entry> linalg_lowerings() {
   std::vector<Entry> entries = {
-      {"aten::mm", mm, Traits().out_dtype_same().generic()},
-      {"aten::bmm", bmm, Traits().generic()},
-      {"aten::addmm", addmm, Traits().generic()},
+      {"aten::mm", mm, Traits().set_out_same_dtype().set_shape_generic()},
+      {"aten::bmm", bmm, Traits().set_shape_generic()},
+      {"aten::addmm", addmm, Traits().set_shape_generic()},
       {"aten::baddbmm", baddbmm},
       {"aten::addbmm", addbmm},
       {"aten::mv", mv},

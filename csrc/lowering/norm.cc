@@ -22,11 +22,6 @@ namespace {
 
 using V = std::vector<Value>;
 
-Value sum(hlo::Builder& b, Value x, const Dims& dims) {
-  if (dims.empty()) return x;
-  return b.reduce(x, b.constant(0, x.dtype()), dims, "stablehlo.add");
-}
-
 // Per-channel [C] value broadcast against an [N, C, ...] shape.
 Value channel(hlo::Builder& b, Value v, const Dims& full) { return b.broadcast_in_dim(v, full, {1}); }
 
@@ -91,18 +86,6 @@ Value updated_stat(Context& cx, size_t i, int64_t c, Value fresh) {
 
 // ---- layer norm
 
-// The dims of `rank` that are not in `reduced`, in order.
-Dims kept_dims(int64_t rank, const Dims& reduced) {
-  Dims kept;
-  for (int64_t i = 0; i < rank; ++i)
-    if (std::find(reduced.begin(), reduced.end(), i) == reduced.end()) kept.push_back(i);
-  return kept;
-}
-// A value reduced over `reduced` broadcast back to the dims `full`.
-Value unreduce(hlo::Builder& b, Value v, const Dims& full, const Dims& reduced) {
-  return b.broadcast_in_dim(v, full, kept_dims(static_cast<int64_t>(full.size()), reduced));
-}
-
 // CPU's _check_layer_norm_inputs: a non-empty normalized_shape, weight and
 // bias of exactly that shape, an input shaped [*, normalized_shape]. Returns
 // the normalised (trailing) dims of the input.
@@ -152,9 +135,9 @@ V native_layer_norm(Context& cx) {
   DType out = in.dtype(), t = hlo::opmath_type(out);
   Value x = b.convert(in, t);
   Value n = b.constant(static_cast<double>(numel(cx.ints(1))), t);
-  Value mean = b.div(sum(b, x, red), n);
+  Value mean = b.div(sum_over(b, x, red), n);
   Value xc = b.sub(x, unreduce(b, mean, x.dims(), red));
-  Value var = b.div(sum(b, b.mul(xc, xc), red), n);
+  Value var = b.div(sum_over(b, b.mul(xc, xc), red), n);
   Value rstd = b.rsqrt(b.add(var, cx.as(4, t)));
   if (numel(cx.ints(1)) == 0) {  // CPU: mean 0 and rstd NaN over no elements
     mean = b.full(0, mean.type);
@@ -206,14 +189,14 @@ V native_layer_norm_backward(Context& cx) {
   if (wanted(0)) {
     Value g = cx.none(5) ? dy : b.mul(dy, cx.as(5, t));
     Value n = b.constant(static_cast<double>(numel(Dims(shape.begin(), shape.end()))), t);
-    Value a = unreduce(b, b.div(sum(b, g, red), n), x.dims(), red);
-    Value c = unreduce(b, b.div(sum(b, b.mul(g, xhat), red), n), x.dims(), red);
+    Value a = unreduce(b, b.div(sum_over(b, g, red), n), x.dims(), red);
+    Value c = unreduce(b, b.div(sum_over(b, b.mul(g, xhat), red), n), x.dims(), red);
     gi = b.mul(rstd, b.sub(b.sub(g, a), b.mul(xhat, c)));
   } else {
     gi = b.full(0, x.type);
   }
-  gw = wanted(1) ? sum(b, b.mul(dy, xhat), batch) : b.full(0, param);
-  gb = wanted(2) ? sum(b, dy, batch) : b.full(0, param);
+  gw = wanted(1) ? sum_over(b, b.mul(dy, xhat), batch) : b.full(0, param);
+  gb = wanted(2) ? sum_over(b, dy, batch) : b.full(0, param);
   return {b.convert(gi, in.dtype()), b.convert(gw, wt), b.convert(gb, bt)};
 }
 
@@ -287,9 +270,9 @@ V batch_norm_impl(Context& cx, BnKind kind) {
   Value mean, invstd, save_mean, save_invstd, new_rm, new_rv;
   if (train) {
     int64_t n = in.type.numel() / std::max<int64_t>(c, 1);
-    mean = b.div(sum(b, x, red), b.constant(static_cast<double>(n), t));
+    mean = b.div(sum_over(b, x, red), b.constant(static_cast<double>(n), t));
     Value xc = b.sub(x, channel(b, mean, full));
-    Value sq = sum(b, b.mul(xc, xc), red);
+    Value sq = sum_over(b, b.mul(xc, xc), red);
     invstd = b.rsqrt(b.add(b.div(sq, b.constant(static_cast<double>(n), t)), eps));
     save_mean = b.convert(mean, st);
     save_invstd = b.convert(invstd, st);
@@ -365,7 +348,7 @@ V batch_norm_backward(Context& cx) {
     invstd = b.rsqrt(b.add(cx.as(4, t), cx.as(8, t)));
   }
   Value xhat = b.mul(b.sub(x, channel(b, mean, full)), channel(b, invstd, full));
-  Value sum_dy = sum(b, dy, red), sum_dy_xhat = sum(b, b.mul(dy, xhat), red);
+  Value sum_dy = sum_over(b, dy, red), sum_dy_xhat = sum_over(b, b.mul(dy, xhat), red);
   DType wt = cx.none(2) ? in.dtype() : cx.tensor(2).dtype();
   Value gi;
   if (wanted(0)) {
@@ -436,9 +419,9 @@ V group_norm(Context& cx) {
   Dims grouped{gr.n, gr.g, gr.d}, stats{gr.n, gr.g}, chans{gr.n, gr.c, gr.hw};
   Value x = b.reshape(b.convert(in, t), grouped);
   Value cnt = b.constant(static_cast<double>(gr.d), t);
-  Value mean = b.div(sum(b, x, {2}), cnt);
+  Value mean = b.div(sum_over(b, x, {2}), cnt);
   Value xc = b.sub(x, b.broadcast_in_dim(mean, grouped, {0, 1}));
-  Value rstd = b.rsqrt(b.add(b.div(sum(b, b.mul(xc, xc), {2}), cnt), cx.as(7, t)));
+  Value rstd = b.rsqrt(b.add(b.div(sum_over(b, b.mul(xc, xc), {2}), cnt), cx.as(7, t)));
   Value y = b.reshape(b.mul(xc, b.broadcast_in_dim(rstd, grouped, {0, 1})), chans);
   if (!cx.none(1)) y = b.mul(y, channel(b, cx.as(1, t), chans));
   if (!cx.none(2)) y = b.add(y, channel(b, cx.as(2, t), chans));
@@ -485,15 +468,15 @@ V group_norm_backward(Context& cx) {
     Value g = cx.none(4) ? dy : b.mul(dy, channel(b, gamma, chans));
     g = b.reshape(g, grouped);
     Value cnt = b.constant(static_cast<double>(gr.d), t);
-    Value a = b.broadcast_in_dim(b.div(sum(b, g, {2}), cnt), grouped, {0, 1});
-    Value c2 = b.broadcast_in_dim(b.div(sum(b, b.mul(g, xhat), {2}), cnt), grouped, {0, 1});
+    Value a = b.broadcast_in_dim(b.div(sum_over(b, g, {2}), cnt), grouped, {0, 1});
+    Value c2 = b.broadcast_in_dim(b.div(sum_over(b, b.mul(g, xhat), {2}), cnt), grouped, {0, 1});
     gi = b.mul(rstd, b.sub(b.sub(g, a), b.mul(xhat, c2)));
     gi = b.convert(b.reshape(gi, in.dims()), in.dtype());
   } else {
     gi = b.full(0, in.type);
   }
-  Value gw = wanted(1) ? b.convert(sum(b, b.mul(dy, xhat_c), {0, 2}), wt) : b.full(0, {wt, {gr.c}});
-  Value gb = wanted(2) ? b.convert(sum(b, dy, {0, 2}), wt) : b.full(0, {wt, {gr.c}});
+  Value gw = wanted(1) ? b.convert(sum_over(b, b.mul(dy, xhat_c), {0, 2}), wt) : b.full(0, {wt, {gr.c}});
+  Value gb = wanted(2) ? b.convert(sum_over(b, dy, {0, 2}), wt) : b.full(0, {wt, {gr.c}});
   return {gi, gw, gb};
 }
 
@@ -501,7 +484,7 @@ V group_norm_backward(Context& cx) {
 
 std::vector<Entry> norm_lowerings() {
   return {
-      {"aten::native_batch_norm", batch_norm, Traits().writes({3, 4})},
+      {"aten::native_batch_norm", batch_norm, Traits().set_unmarked_writes({3, 4})},
       {"aten::_native_batch_norm_legit", batch_norm_legit},
       {"aten::_native_batch_norm_legit.no_stats", batch_norm_no_stats},
       {"aten::_native_batch_norm_legit_functional", batch_norm_legit},
@@ -512,7 +495,7 @@ std::vector<Entry> norm_lowerings() {
       //  save_var?, update, eps, output_mask, reserve): update means training
       {"aten::batch_norm_backward", batch_norm_backward},
       {"aten::native_group_norm", group_norm},
-      {"aten::native_layer_norm", native_layer_norm, Traits().generic()},
+      {"aten::native_layer_norm", native_layer_norm, Traits().set_shape_generic()},
       {"aten::native_layer_norm_backward", native_layer_norm_backward},
       {"aten::native_group_norm_backward", group_norm_backward},
   };

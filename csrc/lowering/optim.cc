@@ -55,6 +55,24 @@ Value finish(Context& cx, const Scaling& s, Value updated, Value old) {
   return s.skip ? cx.b.select(*s.skip, old, updated) : updated;
 }
 
+// A gradient as the kernels use it, in the parameter's opmath type t: divided
+// by grad_scale when there is one (and then written back to `grads`
+// unscaled: `out`), negated when maximizing.
+struct Grad {
+  Value g;    // in t
+  Value out;  // the new value of the grads entry, in its own dtype
+};
+Grad read_grad(Context& cx, const Scaling& s, const Value& grad, DType t, bool maximize) {
+  auto& b = cx.b;
+  Grad r{b.convert(grad, t), grad};
+  if (s.scale) {
+    r.g = b.div(r.g, b.convert(*s.scale, t));
+    r.out = b.convert(r.g, grad.dtype());
+  }
+  if (maximize) r.g = b.neg(r.g);
+  return r;
+}
+
 // CPU's per-parameter AT_DISPATCH over the floating dtypes.
 void refuse_non_float(Context& cx, const std::vector<Value>& params, const char* kernel) {
   for (const Value& p : params)
@@ -109,13 +127,7 @@ V adam(Context& cx, bool decoupled) {
     Value bias2_sqrt = b.sqrt(bias2);
 
     Value p = k(params[i]);
-    Value g = k(grads[i]);
-    Value g_out = grads[i];
-    if (s.scale) {
-      g = b.div(g, k(*s.scale));
-      g_out = b.convert(g, grads[i].dtype());
-    }
-    if (maximize) g = b.neg(g);
+    auto [g, g_out] = read_grad(cx, s, grads[i], t, maximize);
     if (decoupled)
       p = b.select(has_wd, b.mul(p, k(decay)), p);
     else
@@ -138,7 +150,7 @@ V adam(Context& cx, bool decoupled) {
     p = b.sub(p, b.div(b.mul(k(step_size), m), denom));
 
     new_params.push_back(finish(cx, s, p, params[i]));
-    new_grads.push_back(s.skip ? b.select(*s.skip, grads[i], g_out) : g_out);
+    new_grads.push_back(finish(cx, s, g_out, grads[i]));
     new_avgs.push_back(finish(cx, s, m, exp_avgs[i]));
     new_sqs.push_back(finish(cx, s, v, exp_avg_sqs[i]));
   }
@@ -175,13 +187,7 @@ V fused_sgd(Context& cx) {
     const DType t = hlo::opmath_type(params[i].dtype());
     auto k = [&](Value v) { return b.convert(v, t); };
     Value p = k(params[i]);
-    Value g = k(grads[i]);
-    Value g_out = grads[i];
-    if (s.scale) {
-      g = b.div(g, k(*s.scale));
-      g_out = b.convert(g, grads[i].dtype());
-    }
-    if (maximize) g = b.neg(g);
+    auto [g, g_out] = read_grad(cx, s, grads[i], t, maximize);
     g = b.select(has_wd, b.add(g, b.mul(p, k(wd))), g);
     if (has_momentum) {
       Value buf = first_step ? g : b.add(b.mul(k(bufs[i]), k(momentum)), b.mul(g, k(undamped)));
@@ -190,7 +196,7 @@ V fused_sgd(Context& cx) {
     }
     p = b.sub(p, b.mul(g, k(lr)));
     new_params.push_back(finish(cx, s, p, params[i]));
-    new_grads.push_back(s.skip ? b.select(*s.skip, grads[i], g_out) : g_out);
+    new_grads.push_back(finish(cx, s, g_out, grads[i]));
   }
   V out = new_params;
   out.insert(out.end(), new_grads.begin(), new_grads.end());

@@ -1,4 +1,5 @@
-// Reflection and replication padding (1d, 2d, 3d) and their backward passes.
+// Padding: constant_pad_nd (negative pads crop), and reflection and
+// replication padding (1d, 2d, 3d) with their backward passes.
 //
 // Each padded dim maps every output position to one input position (static
 // index arithmetic on an iota): reflect mirrors about the edge without
@@ -14,6 +15,55 @@ namespace torch_pjrt::lowering {
 namespace {
 
 using V = std::vector<Value>;
+
+// ---- constant
+
+// pad = [last_lo, last_hi, second_last_lo, ...]; negative entries crop.
+V constant_pad_nd(Context& cx) {
+  auto& b = cx.b;
+  Value x = cx.tensor(0);
+  const auto& pad = cx.ints(1);
+  int64_t r = x.rank();
+  if (pad.size() % 2) cx.fail("Length of pad must be even but instead it equals " + std::to_string(pad.size()));
+  if (static_cast<int64_t>(pad.size() / 2) > r)
+    cx.fail("Length of pad should be no more than twice the number of dimensions of the input. Pad length is " +
+            std::to_string(pad.size()) + " while the input has " + std::to_string(r) + " dimensions.");
+  Dims lo(r, 0), hi(r, 0);
+  for (size_t j = 0; j < pad.size() / 2; ++j) {
+    lo[r - 1 - j] = pad[2 * j];
+    hi[r - 1 - j] = pad[2 * j + 1];
+  }
+  Dims plo(r), phi(r);
+  bool any_pad = false, any_crop = false;
+  for (int64_t d = 0; d < r; ++d) {
+    if (x.dims()[d] + lo[d] + hi[d] < 0)
+      cx.fail("The input size " + std::to_string(x.dims()[d]) + ", plus negative padding " + std::to_string(lo[d]) +
+              " and " + std::to_string(hi[d]) +
+              " resulted in a negative output size, which is invalid. Check dimension " + std::to_string(d) +
+              " of your input.");
+    plo[d] = std::max<int64_t>(lo[d], 0);
+    phi[d] = std::max<int64_t>(hi[d], 0);
+    any_pad |= plo[d] || phi[d];
+    any_crop |= lo[d] < 0 || hi[d] < 0;
+  }
+  // Pad the positive sides first, then crop the negative ones: a crop may
+  // reach into the padding of the other side.
+  if (any_pad) {
+    Value v = cx.none(2) ? b.constant(0, x.dtype()) : cx.as(2, x.dtype());
+    x = b.pad(x, v, plo, phi, Dims(r, 0));
+  }
+  if (any_crop) {
+    Dims start(r), limit(r);
+    for (int64_t d = 0; d < r; ++d) {
+      start[d] = std::max<int64_t>(-lo[d], 0);
+      limit[d] = x.dims()[d] - std::max<int64_t>(-hi[d], 0);
+    }
+    x = b.slice(x, start, limit, Dims(r, 1));
+  }
+  return {x};
+}
+
+// ---- reflection and replication
 
 // One padded dim: its position in the input, input size and the pads.
 struct PadDim {
@@ -153,6 +203,7 @@ V pad_bwd(Context& cx) {
 
 std::vector<Entry> pad_lowerings() {
   return {
+      {"aten::constant_pad_nd", constant_pad_nd},
       {"aten::reflection_pad1d", pad_fwd<1, true>},
       {"aten::reflection_pad2d", pad_fwd<2, true>},
       {"aten::reflection_pad3d", pad_fwd<3, true>},

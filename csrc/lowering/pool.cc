@@ -1,7 +1,7 @@
 // Pooling and resampling, with their backward passes: max pooling with
 // indices and average pooling (2d and 3d; PyTorch's 1d pools call the 2d
-// ops), adaptive average and max pooling, nearest and (bi/tri)linear
-// upsampling.
+// ops), adaptive average and max pooling, nearest, (bi/tri)linear, bicubic
+// and antialiased bilinear upsampling, and max_unpool.
 // Sums and interpolation run in the compute dtype (float32 for
 // float16/bfloat16) and round once, as PyTorch's CPU kernels do.
 //
@@ -620,17 +620,48 @@ void upsample_dtype(Context& cx, DType t, bool byte, bool half, const char* kern
   if (!ok) refuse_dtype(cx, t, kernel);
 }
 
+// What an upsample forward starts from: self (argument 0) checked against
+// output_size (argument 1), its dtype checked as `kernel` dispatches, the
+// number of leading (batch and channel) dims, and the N output sizes.
+struct UpsampleIn {
+  Value in;
+  int64_t lead;
+  Dims out;
+};
+UpsampleIn upsample_input(Context& cx, int64_t n, bool byte, bool half, const char* kernel) {
+  Value in = cx.tensor(0);
+  upsample_forward_check(cx, n, in, cx.ints(1));
+  upsample_dtype(cx, in.dtype(), byte, half, kernel);
+  return {in, in.rank() - n, expand(cx, cx.ints(1), n, "output_size")};
+}
+
+// What an upsample backward starts from: grad_output (argument 0) checked
+// against output_size and input_size (arguments 1 and 2), its dtype checked
+// as `kernel` dispatches, the number of leading dims, and grad_output in the
+// compute dtype t.
+struct UpsampleGrad {
+  Value go;
+  const std::vector<int64_t>& in;
+  int64_t lead;
+  DType t;
+  Value g;
+};
+UpsampleGrad upsample_grad(Context& cx, int64_t n, bool dim_size_style, bool half, const char* kernel) {
+  Value go = cx.tensor(0);
+  const auto& in = cx.ints(2);
+  upsample_backward_check(cx, n, go, in, cx.ints(1), dim_size_style);
+  upsample_dtype(cx, go.dtype(), false, half, kernel);
+  DType t = hlo::opmath_type(float_type(go.dtype()));
+  return {go, in, go.rank() - n, t, cx.b.convert(go, t)};
+}
+
 // upsample_nearest{1,2,3}d / _upsample_nearest_exact{1,2,3}d(self,
 //   output_size, scales...?)
 template <int N, bool Exact>
 V upsample_nearest(Context& cx) {
   auto& b = cx.b;
-  Value x = cx.tensor(0);
-  upsample_forward_check(cx, N, x, cx.ints(1));
-  upsample_dtype(cx, x.dtype(), true, true,
-                 N == 2 ? "upsample_nearest2d_channels_last" : "compute_indices_weights_nearest");
-  int64_t lead = x.rank() - N;
-  Dims out = expand(cx, cx.ints(1), N, "output_size");
+  auto [x, lead, out] = upsample_input(cx, N, true, true,
+                                       N == 2 ? "upsample_nearest2d_channels_last" : "compute_indices_weights_nearest");
   for (int64_t i = 0; i < N; ++i)
     x = b.take_along(x, nearest_index(cx, 2 + i, x.dims()[lead + i], out[i], Exact), lead + i);
   return {x};
@@ -641,17 +672,11 @@ V upsample_nearest(Context& cx) {
 template <int N, bool Exact>
 V upsample_nearest_backward(Context& cx) {
   auto& b = cx.b;
-  Value go = cx.tensor(0);
-  const auto& in = cx.ints(2);
-  upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
   static const char* kernels[2][3] = {
       {"upsample_nearest1d_backward", "upsample_nearest2d_backward", "_upsample_nearest3d_backward_cl"},
       {"_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
        "_upsample_nearest_exact3d_backward_cl"}};
-  upsample_dtype(cx, go.dtype(), false, true, kernels[Exact][N - 1]);
-  int64_t lead = go.rank() - N;
-  DType t = hlo::opmath_type(float_type(go.dtype()));
-  Value g = b.convert(go, t);
+  auto [go, in, lead, t, g] = upsample_grad(cx, N, N == 1, true, kernels[Exact][N - 1]);
   for (int64_t i = 0; i < N; ++i) {
     int64_t d = lead + i;
     g = scatter_rows(b, g, d, nearest_index(cx, 3 + i, in[d], go.dims()[d], Exact), in[d]);
@@ -664,13 +689,9 @@ V upsample_nearest_backward(Context& cx) {
 template <int N>
 V upsample_linear(Context& cx) {
   auto& b = cx.b;
-  Value in = cx.tensor(0);
-  upsample_forward_check(cx, N, in, cx.ints(1));
   // Only upsample_bilinear2d has a Byte kernel.
-  upsample_dtype(cx, in.dtype(), N == 2, true,
-                 N == 2 ? "upsample_bilinear2d_channels_last" : "compute_indices_weights_linear");
-  int64_t lead = in.rank() - N;
-  Dims out = expand(cx, cx.ints(1), N, "output_size");
+  auto [in, lead, out] = upsample_input(
+      cx, N, N == 2, true, N == 2 ? "upsample_bilinear2d_channels_last" : "compute_indices_weights_linear");
   bool align = cx.flag(2);
   DType t = hlo::opmath_type(float_type(in.dtype()));
   Value x = b.convert(in, t);
@@ -690,16 +711,10 @@ V upsample_linear(Context& cx) {
 template <int N>
 V upsample_linear_backward(Context& cx) {
   auto& b = cx.b;
-  Value go = cx.tensor(0);
-  const auto& in = cx.ints(2);
-  upsample_backward_check(cx, N, go, in, cx.ints(1), N == 1);
   static const char* kernels[3] = {"upsample_linear1d_backward", "upsample_bilinear2d_backward",
                                    "upsample_trilinear3d_backward_channels_last"};
-  upsample_dtype(cx, go.dtype(), false, true, kernels[N - 1]);
-  int64_t lead = go.rank() - N;
+  auto [go, in, lead, t, g] = upsample_grad(cx, N, N == 1, true, kernels[N - 1]);
   bool align = cx.flag(3);
-  DType t = hlo::opmath_type(float_type(go.dtype()));
-  Value g = b.convert(go, t);
   for (int64_t i = 0; i < N; ++i) {
     int64_t d = lead + i;
     Linear li = linear_index(cx, 4 + i, in[d], go.dims()[d], align, t);
@@ -764,11 +779,7 @@ Cubic cubic_index(Context& cx, size_t scale_arg, int64_t in, int64_t out, bool a
 // separable, last dim first, in the compute dtype.
 V upsample_bicubic2d(Context& cx) {
   auto& b = cx.b;
-  Value in = cx.tensor(0);
-  upsample_forward_check(cx, 2, in, cx.ints(1));
-  upsample_dtype(cx, in.dtype(), true, true, "compute_indices_weights_cubic");
-  int64_t lead = in.rank() - 2;
-  Dims out = expand(cx, cx.ints(1), 2, "output_size");
+  auto [in, lead, out] = upsample_input(cx, 2, true, true, "compute_indices_weights_cubic");
   bool align = cx.flag(2);
   DType t = hlo::opmath_type(float_type(in.dtype()));
   Value x = b.convert(in, t);
@@ -791,14 +802,8 @@ V upsample_bicubic2d(Context& cx) {
 //   back into its source row, one dim at a time.
 V upsample_bicubic2d_backward(Context& cx) {
   auto& b = cx.b;
-  Value go = cx.tensor(0);
-  const auto& in = cx.ints(2);
-  upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
-  upsample_dtype(cx, go.dtype(), false, true, "upsample_bicubic2d_backward");
-  int64_t lead = go.rank() - 2;
+  auto [go, in, lead, t, g] = upsample_grad(cx, 2, false, true, "upsample_bicubic2d_backward");
   bool align = cx.flag(3);
-  DType t = hlo::opmath_type(float_type(go.dtype()));
-  Value g = b.convert(go, t);
   for (int64_t i = 0; i < 2; ++i) {
     int64_t d = lead + i;
     Cubic c = cubic_index(cx, 4 + i, in[d], go.dims()[d], align, t);
@@ -857,11 +862,7 @@ Value apply_rows(hlo::Builder& b, Value x, Value w, int64_t d) {
 //   scales_w?): separable, width first.
 V upsample_bilinear2d_aa(Context& cx) {
   auto& b = cx.b;
-  Value in = cx.tensor(0);
-  upsample_forward_check(cx, 2, in, cx.ints(1));
-  upsample_dtype(cx, in.dtype(), true, false, "compute_index_ranges_weights");
-  int64_t lead = in.rank() - 2;
-  Dims out = expand(cx, cx.ints(1), 2, "output_size");
+  auto [in, lead, out] = upsample_input(cx, 2, true, false, "compute_index_ranges_weights");
   bool align = cx.flag(2);
   DType t = hlo::opmath_type(float_type(in.dtype()));
   Value x = b.convert(in, t);
@@ -876,14 +877,8 @@ V upsample_bilinear2d_aa(Context& cx) {
 //   align_corners, scales_h?, scales_w?): the transposed weights.
 V upsample_bilinear2d_aa_backward(Context& cx) {
   auto& b = cx.b;
-  Value go = cx.tensor(0);
-  const auto& in = cx.ints(2);
-  upsample_backward_check(cx, 2, go, in, cx.ints(1), false);
-  upsample_dtype(cx, go.dtype(), false, false, "upsample_bilinear2d_aa_backward_cpu");
-  int64_t lead = go.rank() - 2;
+  auto [go, in, lead, t, g] = upsample_grad(cx, 2, false, false, "upsample_bilinear2d_aa_backward_cpu");
   bool align = cx.flag(3);
-  DType t = hlo::opmath_type(float_type(go.dtype()));
-  Value g = b.convert(go, t);
   for (int64_t i = 0; i < 2; ++i) {
     int64_t d = lead + i;
     Value w = aa_weights(cx, 4 + i, in[d], go.dims()[d], align, t);
@@ -946,7 +941,7 @@ std::vector<Entry> pool_lowerings() {
       {"aten::avg_pool3d", avg_pool<3>},
       {"aten::avg_pool2d_backward", avg_pool_backward<2>},
       {"aten::avg_pool3d_backward", avg_pool_backward<3>},
-      {"aten::_adaptive_avg_pool2d", adaptive_avg_pool<2>, Traits().out_dtype_same()},
+      {"aten::_adaptive_avg_pool2d", adaptive_avg_pool<2>, Traits().set_out_same_dtype()},
       {"aten::_adaptive_avg_pool3d", adaptive_avg_pool<3>},
       {"aten::_adaptive_avg_pool2d_backward", adaptive_avg_pool_backward<2>},
       {"aten::_adaptive_avg_pool3d_backward", adaptive_avg_pool_backward<3>},

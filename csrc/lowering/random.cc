@@ -3,6 +3,7 @@
 // shape): the same state gives the same numbers. The glue advances the
 // generator between calls; a lowering that draws twice chains the state the
 // first draw returns.
+// native_dropout's backward, which draws nothing, sits beside its forward.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -113,6 +114,15 @@ V native_dropout(Context& cx) {
   DType ct = hlo::is_complex(out) ? out : t;
   Value y = b.mul(b.mul(b.convert(in, ct), b.convert(keep, ct)), b.convert(scale, ct));
   return {b.convert(y, out), keep};
+}
+
+// native_dropout_backward(grad_output, mask, scale) = grad * mask * scale
+V native_dropout_backward(Context& cx) {
+  auto& b = cx.b;
+  Value g = cx.tensor(0);
+  DType t = hlo::opmath_type(g.dtype());
+  Value r = b.mul(b.mul(b.convert(g, t), cx.as(1, t)), cx.as(2, t));
+  return {b.convert(r, g.dtype())};
 }
 
 // ---- continuous distributions
@@ -436,9 +446,10 @@ V random_default(Context& cx) { return {random_range(cx, 0, false, 0, cx.rng(1))
 
 std::vector<Entry> random_lowerings() {
   return {
-      {"aten::native_dropout", native_dropout, Traits().rng().partial_overlap_ok()},
+      {"aten::native_dropout", native_dropout, Traits().set_implicit_rng().set_partial_overlap_allowed()},
+      {"aten::native_dropout_backward", native_dropout_backward, Traits().set_out_same_dtype()},
       {"aten::uniform", uniform},
-      {"aten::normal_functional", normal_functional, Traits().in_place_form("aten::normal_")},
+      {"aten::normal_functional", normal_functional, Traits().set_in_place("aten::normal_")},
       {"aten::exponential", exponential},
       {"aten::normal.Tensor_Tensor", normal_tensors},
       {"aten::normal.Tensor_float", normal_tensors},
@@ -446,8 +457,8 @@ std::vector<Entry> random_lowerings() {
       {"aten::cauchy", cauchy},
       {"aten::log_normal", log_normal},
       {"aten::geometric", geometric},
-      {"aten::multinomial", multinomial, Traits().out_dtype_same()},
-      {"aten::bernoulli.p", bernoulli_p, Traits().in_place_form("aten::bernoulli_.float")},
+      {"aten::multinomial", multinomial, Traits().set_out_same_dtype()},
+      {"aten::bernoulli.p", bernoulli_p, Traits().set_in_place("aten::bernoulli_.float")},
       {"aten::bernoulli", bernoulli},
       {"aten::random.from", random_from},
       {"aten::random.to", random_to},

@@ -7,7 +7,9 @@
 //   exec(l, bytes)                            raw host bytes in (dtype and dims from each
 //                                             parameter), every result out as raw bytes;
 // and run_op(prog, op, args) for a program whose parameters carry their host
-// data (Prog), with the lowering's runtime checks as extra results.
+// data (Prog), with the lowering's runtime checks as extra results. At the
+// end, one-dtype shorthands for each: buffers::f32(values, dims) and
+// hosts::f32(dims, values), and the checks several files share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -269,6 +271,64 @@ inline void expect_values(const Output& o, hlo::DType dtype, const hlo::Dims& di
     else
       EXPECT_NEAR(o.v[i], want[i], 1e-5) << "at " << i;
   }
+}
+
+// ---- shorthands the lowering tests share
+
+// Device buffers of one dtype, for run_all.
+namespace buffers {
+inline runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) {
+  return upload(v, hlo::DType::F32, dims);
+}
+inline runtime::BufferPtr f64(double v) { return upload(std::vector<double>{v}, hlo::DType::F64, {}); }
+inline runtime::BufferPtr i64(const std::vector<int64_t>& v, const hlo::Dims& dims) {
+  return upload(v, hlo::DType::I64, dims);
+}
+}  // namespace buffers
+
+// Host arrays of one dtype, for Prog parameters.
+namespace hosts {
+inline Host f32(hlo::Dims d, const std::vector<float>& v) { return host(hlo::DType::F32, std::move(d), v); }
+inline Host f64(hlo::Dims d, const std::vector<double>& v) { return host(hlo::DType::F64, std::move(d), v); }
+inline Host i64(hlo::Dims d, const std::vector<int64_t>& v) { return host(hlo::DType::I64, std::move(d), v); }
+inline Host i32(hlo::Dims d, const std::vector<int32_t>& v) { return host(hlo::DType::I32, std::move(d), v); }
+inline Host bools(hlo::Dims d, const std::vector<uint8_t>& v) { return host(hlo::DType::Bool, std::move(d), v); }
+// bfloat16 from floats that bfloat16 holds exactly (the top 16 bits of each).
+inline Host bf16(hlo::Dims d, const std::vector<float>& v) {
+  std::vector<uint16_t> bits;
+  for (float f : v) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bits.push_back(static_cast<uint16_t>(u >> 16));
+  }
+  return host(hlo::DType::BF16, std::move(d), bits);
+}
+// 0, 1, 2, ... as float32 of shape d.
+inline Host arange(hlo::Dims d) {
+  std::vector<float> v(hlo::TensorType{hlo::DType::F32, d}.numel());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  return f32(std::move(d), v);
+}
+}  // namespace hosts
+
+// Float32 tensor arguments of these shapes, each a new parameter of `b`.
+inline std::vector<Arg> f32_args(hlo::Builder& b, const std::vector<hlo::Dims>& shapes) {
+  std::vector<Arg> args;
+  for (const auto& s : shapes) args.push_back(tensor(b, hlo::DType::F32, s));
+  return args;
+}
+
+// `got` equals `want` element by element, to `tol`.
+inline void expect_near(const std::vector<float>& got, const std::vector<float>& want, double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
+}
+
+// How often `what` occurs in `text` (ops of one kind in a module's text).
+inline size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
 }
 
 }  // namespace torch_pjrt::testing

@@ -1,6 +1,9 @@
-// Numeric checks of the convolution lowerings (csrc/lowering/conv.cc)
-// against values computed by hand.
+// Numeric checks of the convolution lowerings (csrc/lowering/conv.cc), im2col
+// and col2im included, against values computed by hand.
 #include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "harness.h"
 
@@ -9,16 +12,13 @@ namespace {
 
 using hlo::DType;
 using testing::Arg;
+using testing::expect_near;
 using testing::lower;
 using testing::read;
 using testing::run_all;
 using testing::upload;
-
-runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) { return upload(v, DType::F32, dims); }
-void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "at " << i;
-}
+using testing::buffers::f32;
+using testing::buffers::i64;
 
 // convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
 std::vector<Arg> conv_args(hlo::Builder& b, hlo::Dims in, hlo::Dims w, bool bias, std::vector<int64_t> stride,
@@ -129,6 +129,33 @@ TEST(ConvBackward, GroupedWeightGradientAndMaskedZeros) {
   expect_near(read<float>(r[0], 4), {0, 0, 0, 0});
   expect_near(read<float>(r[1], 2), {3, 14});
   expect_near(read<float>(r[2], 2), {0, 0});
+}
+
+// ---- im2col / col2im
+
+TEST(ConvIm2col, ColumnsOfA3x3Image) {
+  auto l = lower("aten::im2col", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {1, 1, 3, 3}})), Arg::integers({2, 2}),
+                            Arg::integers({1, 1}), Arg::integers({0, 0}), Arg::integers({1, 1})};
+  });
+  ASSERT_EQ(l.results[0].dims(), (hlo::Dims{1, 4, 4}));
+  auto out = read<float>(run_all(l, {f32({0, 1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 3, 3})})[0], 16);
+  // row (i, j) of the kernel, column = window position (top-left 0, 1, 3, 4)
+  EXPECT_EQ(out, (std::vector<float>{0, 1, 3, 4, 1, 2, 4, 5, 3, 4, 6, 7, 4, 5, 7, 8}));
+}
+
+TEST(ConvCol2im, CountsOverlaps) {
+  auto l = lower("aten::col2im", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {1, 4, 4}})),
+                            Arg::integers({3, 3}),
+                            Arg::integers({2, 2}),
+                            Arg::integers({1, 1}),
+                            Arg::integers({0, 0}),
+                            Arg::integers({1, 1})};
+  });
+  auto out = read<float>(run_all(l, {f32(std::vector<float>(16, 1.0f), {1, 4, 4})})[0], 9);
+  // how many 2x2 windows of a 3x3 image cover each pixel
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 1, 2, 4, 2, 1, 2, 1}));
 }
 
 }  // namespace

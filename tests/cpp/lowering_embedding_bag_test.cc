@@ -18,15 +18,13 @@ using testing::any_failed;
 using testing::Arg;
 using testing::expect_values;
 using testing::Host;
-using testing::host;
 using testing::Prog;
 using testing::run_op;
+using testing::hosts::f32;
+using testing::hosts::i32;
+using testing::hosts::i64;
 
 const double kNaN = std::nan("");
-
-Host f32(Dims d, std::vector<float> v) { return host(DType::F32, std::move(d), v); }
-Host i64(Dims d, std::vector<int64_t> v) { return host(DType::I64, std::move(d), v); }
-Host i32(Dims d, std::vector<int32_t> v) { return host(DType::I32, std::move(d), v); }
 
 // The running example: 4 rows of 2, indices [0 2 1 3 3] in bags {0 2}, {}, {1 3 3}.
 Host weight() { return f32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}); }

@@ -18,16 +18,11 @@ using hlo::DType;
 using testing::Arg;
 using testing::bytes;
 using testing::exec;
+using testing::f32_args;
 using testing::lower;
 using testing::lowering_error;
 using testing::tensor;
 using testing::values;
-
-std::vector<Arg> f32_args(hlo::Builder& b, const std::vector<hlo::Dims>& shapes) {
-  std::vector<Arg> args;
-  for (const auto& s : shapes) args.push_back(tensor(b, DType::F32, s));
-  return args;
-}
 
 TEST(LinalgSpectral, EighIsAWhileLoopAndSortsAscending) {
   auto l = lower("aten::_linalg_eigh", [](hlo::Builder& b) {

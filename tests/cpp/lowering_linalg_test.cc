@@ -1,5 +1,6 @@
 // Golden StableHLO text and numeric checks on the CPU plugin for the
-// linalg lowerings. Expected values are worked out by hand.
+// matrix products, cross and addr (linalg.cc). Expected values are worked
+// out by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@ using hlo::DType;
 using testing::Arg;
 using testing::bytes;
 using testing::exec;
+using testing::f32_args;
 using testing::lower;
 using testing::lowering_error;
 using testing::scalar;
@@ -219,6 +221,31 @@ TEST(Linalg, DotErrors) {
     return std::vector<Arg>{tensor(b, DType::F32, {1, 3}), tensor(b, DType::F32, {3})};
   });
   EXPECT_NE(msg.find("1D tensors expected, but got 2D and 1D tensors"), std::string::npos) << msg;
+}
+
+// ---- cross, addr
+
+TEST(Linalg, Cross) {
+  auto l = lower("aten::linalg_cross", [](hlo::Builder& b) {
+    auto args = f32_args(b, {{3}, {3}});
+    args.push_back(Arg::integer(-1));
+    return args;
+  });
+  auto out = exec(l, {bytes(std::vector<float>{1, 0, 0}), bytes(std::vector<float>{0, 1, 0})});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{0, 0, 1}));
+}
+
+TEST(Linalg, AddrIgnoresSelfWhenBetaIsZero) {
+  auto l = lower("aten::addr", [](hlo::Builder& b) {
+    auto args = f32_args(b, {{2, 2}, {2}, {2}});
+    args.push_back(scalar(b, DType::F64));
+    args.push_back(scalar(b, DType::F64));
+    return args;
+  });
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  auto out = exec(l, {bytes(std::vector<float>{nan, 1, 1, 1}), bytes(std::vector<float>{1, 2}),
+                      bytes(std::vector<float>{3, 4}), bytes(std::vector<double>{0}), bytes(std::vector<double>{2})});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{6, 8, 12, 16}));
 }
 
 }  // namespace

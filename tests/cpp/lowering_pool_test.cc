@@ -11,17 +11,13 @@ namespace {
 
 using hlo::DType;
 using testing::Arg;
+using testing::expect_near;
 using testing::lower;
 using testing::read;
 using testing::run_all;
 using testing::upload;
-
-runtime::BufferPtr f32(const std::vector<float>& v, const hlo::Dims& dims) { return upload(v, DType::F32, dims); }
-runtime::BufferPtr i64(const std::vector<int64_t>& v, const hlo::Dims& dims) { return upload(v, DType::I64, dims); }
-void expect_near(const std::vector<float>& got, const std::vector<float>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "at " << i;
-}
+using testing::buffers::f32;
+using testing::buffers::i64;
 
 const std::vector<float> k3x3 = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 
@@ -163,6 +159,17 @@ TEST(PoolUpsample, BilinearBackwardWithRuntimeScale) {
   auto r = run_all(l, {f32({1, 1, 1, 1}, {1, 1, 1, 4}), scale});
   // weights onto source 0: 1, 0.75, 0.25, 0; onto source 1: 0, 0.25, 0.75, 1
   expect_near(read<float>(r[0], 2), {2, 2});
+}
+
+// ---- max_unpool
+
+TEST(PoolMaxUnpool, ScattersAtIndices) {
+  auto l = lower("aten::max_unpool2d", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {1, 1, 1, 2}})),
+                            Arg::tensor(b.parameter({DType::I64, {1, 1, 1, 2}})), Arg::integers({2, 2})};
+  });
+  auto out = read<float>(run_all(l, {f32({5, 7}, {1, 1, 1, 2}), i64({3, 0}, {1, 1, 1, 2})})[0], 4);
+  EXPECT_EQ(out, (std::vector<float>{7, 0, 0, 5}));
 }
 
 }  // namespace

@@ -18,10 +18,11 @@ using testing::lower;
 using testing::read;
 using testing::run_all;
 using testing::upload;
+using testing::buffers::f32;
+using testing::buffers::f64;
 
 constexpr int64_t kN = 10000;
 
-runtime::BufferPtr f64(double v) { return upload(std::vector<double>{v}, DType::F64, {}); }
 runtime::BufferPtr state(uint64_t seed, uint64_t offset = 0) {
   return upload(std::vector<uint64_t>{seed, offset}, DType::U64, {2});
 }
@@ -93,6 +94,16 @@ TEST(RandomDropout, EvalModeReturnsInputAndAllTrueMask) {
   auto r = run_all(l, {upload(std::vector<float>{1, 2, 3, 4}, DType::F32, {4}), f64(0.5), state(3)});
   EXPECT_EQ(read<float>(r[0], 4), (std::vector<float>{1, 2, 3, 4}));
   EXPECT_EQ(read<uint8_t>(r[1], 4), (std::vector<uint8_t>{1, 1, 1, 1}));
+}
+
+TEST(RandomDropout, BackwardScalesByMask) {
+  auto l = lower("aten::native_dropout_backward", [](hlo::Builder& b) {
+    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F32, {3}})), Arg::tensor(b.parameter({DType::Bool, {3}})),
+                            Arg::scalar(b.parameter({DType::F64, {}}))};
+  });
+  std::vector<uint8_t> mask = {1, 0, 1};
+  auto g = read<float>(run_all(l, {f32({1, 2, 3}, {3}), upload(mask, DType::Bool, {3}), f64(2.0)})[0], 3);
+  EXPECT_EQ(g, (std::vector<float>{2, 0, 6}));
 }
 
 // ---- uniform

@@ -25,6 +25,7 @@ using testing::values;
 
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const float kNaNf = std::numeric_limits<float>::quiet_NaN();
 const std::vector<float> k123456 = {1, 2, 3, 4, 5, 6};  // as [2, 3]: [[1, 2, 3], [4, 5, 6]]
 
 TEST(Reduction, SumDimGolden) {
@@ -488,6 +489,59 @@ TEST(Reduction, AnyAllOfEmptyDimListIsIdentity) {
     });
     ASSERT_EQ(l.results[0].dims(), (hlo::Dims{2, 2})) << op;
     EXPECT_EQ(values<uint8_t>(exec(l, {bytes(std::vector<float>{0, 2, -1, 0})})[0]), (std::vector<uint8_t>{0, 1, 1, 0}));
+  }
+}
+
+// ---- scans, segment_reduce
+
+// Ties move the index forward; a NaN wins and stays until the next NaN.
+TEST(Reduction, CummaxHelper) {
+  auto l = lower("aten::_cummax_helper", [](hlo::Builder& b) {
+    return std::vector<Arg>{tensor(b, DType::F32, {6}), tensor(b, DType::F32, {6}), tensor(b, DType::I64, {6}),
+                            Arg::integer(0)};
+  });
+  auto r = exec(l, {bytes(std::vector<float>{1, 3, 3, 2, kNaNf, 5}), bytes(std::vector<float>(6, 0)),
+                    bytes(std::vector<int64_t>(6, 0))});
+  auto v = values<float>(r[0]);
+  EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 4), (std::vector<float>{1, 3, 3, 3}));
+  EXPECT_TRUE(std::isnan(v[4]) && std::isnan(v[5]));
+  EXPECT_EQ(values<int64_t>(r[1]), (std::vector<int64_t>{0, 1, 2, 2, 4, 4}));
+}
+
+// log(e^0) = 0, log(e^0 + e^0) = log 2, log(2 + 2) = log 4; -inf adds nothing.
+TEST(Reduction, Logcumsumexp) {
+  auto l = lower("aten::_logcumsumexp", [](hlo::Builder& b) {
+    return std::vector<Arg>{tensor(b, DType::F32, {4}), Arg::integer(-1)};
+  });
+  float ninf = -std::numeric_limits<float>::infinity();
+  auto r = values<float>(exec(l, {bytes(std::vector<float>{0, 0, std::log(2.0f), ninf})})[0]);
+  std::vector<float> want{0, std::log(2.0f), std::log(4.0f), std::log(4.0f)};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(r[i], want[i], 1e-6) << i;
+}
+
+// Segments {1, 2}, {}, {3, 4, 5}: sums 3, 0, 12; means 1.5, NaN (empty,
+// no initial), 4.
+TEST(Reduction, SegmentReduceSumAndMean) {
+  for (std::string red : {"sum", "mean"}) {
+    auto l = lower("aten::segment_reduce", [&](hlo::Builder& b) {
+      return std::vector<Arg>{tensor(b, DType::F32, {5}),
+                              Arg::string(red),
+                              tensor(b, DType::I64, {3}),
+                              Arg::none(),
+                              Arg::none(),
+                              Arg::integer(0),
+                              Arg::boolean(false),
+                              Arg::none()};
+    });
+    auto r =
+        values<float>(exec(l, {bytes(std::vector<float>{1, 2, 3, 4, 5}), bytes(std::vector<int64_t>{2, 0, 3})})[0]);
+    if (red == "sum") {
+      EXPECT_EQ(r, (std::vector<float>{3, 0, 12}));
+    } else {
+      EXPECT_EQ(r[0], 1.5f);
+      EXPECT_TRUE(std::isnan(r[1]));
+      EXPECT_EQ(r[2], 4.0f);
+    }
   }
 }
 

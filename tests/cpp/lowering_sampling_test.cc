@@ -1,7 +1,6 @@
 // Structure and numeric checks of the grid sampling lowerings
 // (csrc/lowering/sampling.cc); expected values worked out by hand from
-// ATen's GridSampler.h formulas. The igamma tests at the end check the
-// incomplete gamma lowerings of special.cc.
+// ATen's GridSampler.h formulas.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,13 +15,8 @@ namespace {
 
 using hlo::DType;
 using testing::Arg;
+using testing::count;
 using testing::lower;
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 // input [1, 1, 2, 2] = [[1, 2], [3, 4]]; grid [1, 1, 3, 2] of (x, y) points.
 const std::vector<float> kInput = {1, 2, 3, 4};
@@ -106,51 +100,6 @@ TEST(Sampling, GridSampler3dRejectsBicubic) {
                                                Arg::integer(0), Arg::boolean(false)};
                      }),
                lowering::LoweringError);
-}
-
-// igamma/igammac (csrc/lowering/special.cc) share this new test file. The
-// references are closed forms in double: P(1, x) = 1 - e^-x, Q(1/2, x) =
-// erfc(sqrt x) and, for integer a, Q(a, x) = e^-x sum_{k<a} x^k / k!.
-double q_integer(int a, double x) {
-  double term = 1, sum = 0;
-  for (int k = 0; k < a; ++k) {
-    sum += term;
-    term *= x / (k + 1);
-  }
-  return std::exp(-x) * sum;
-}
-
-testing::Lowered igamma_op(const std::string& op, int64_t n) {
-  return lower(op, [n](hlo::Builder& b) {
-    return std::vector<Arg>{Arg::tensor(b.parameter({DType::F64, {n}})), Arg::tensor(b.parameter({DType::F64, {n}}))};
-  });
-}
-
-TEST(Igamma, LoopsStayLoopsGolden) {
-  auto l = igamma_op("aten::igamma", 4);
-  // series, continued fraction, complement series, and the asymptotic
-  // expansion's outer and inner loops: five while ops, no unrolled steps.
-  EXPECT_EQ(count(l.text, "\"stablehlo.while\""), 5u);
-  EXPECT_EQ(count(l.text, "\"stablehlo.dynamic_slice\""), 2u);
-  EXPECT_LT(count(l.text, "\n"), 1500u);
-  EXPECT_NE(l.text.find("\"chlo.lgamma\""), std::string::npos);
-}
-
-TEST(Igamma, ClosedForms) {
-  std::vector<double> a = {1, 1, 0.5, 0.5, 30, 30, 250, 3}, x = {0.3, 7, 0.2, 2.5, 32, 27, 260, 1.05};
-  auto p = testing::run<double, double>(igamma_op("aten::igamma", 8), {a, x}, DType::F64);
-  auto q = testing::run<double, double>(igamma_op("aten::igammac", 8), {a, x}, DType::F64);
-  for (size_t i = 0; i < a.size(); ++i) {
-    double want;
-    if (a[i] == 0.5)
-      want = std::erfc(std::sqrt(x[i]));
-    else
-      want = q_integer(static_cast<int>(a[i]), x[i]);
-    // ATen's asymptotic expansion (a > 20 near x = a) is good to ~1e-9.
-    double tol = a[i] > 20 ? 2e-9 : 1e-12;
-    EXPECT_NEAR(q[i], want, tol) << "igammac at a = " << a[i] << ", x = " << x[i];
-    EXPECT_NEAR(p[i], 1 - want, tol) << "igamma at a = " << a[i] << ", x = " << x[i];
-  }
 }
 
 }  // namespace

@@ -4,11 +4,18 @@
 strides, so non-contiguous views stay non-contiguous), runs ``fn`` on both
 devices, and compares every tensor in the results. With ``grad=True`` the
 floating inputs require grad and the gradients are compared as well.
+
+``compare(fn, *args)`` is check() for the op test files that also test refusals: where CPU raises, the tpu must
+raise too, and no op may take the CPU fallback (``fallback_guard()``, which their autouse fixture runs, lets a test
+name ops it allows).
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
+
+import torch_pjrt
 
 DEVICE = torch.device("tpu")
 
@@ -105,3 +112,77 @@ def check(fn, *args, grad=False, rtol=None, atol=None, **kwargs):
                 assert da.grad is not None, "no gradient on tpu input"
                 assert_close(da.grad, ca.grad, rtol, atol, msg="grad")
     return actual
+
+
+# ---- compare(): check() plus refusals, with no CPU fallback
+
+# The ops the running test lets fall back to CPU, and whether a comparison failed (its report may print tpu tensors,
+# which takes the fallback).
+_fallback = {"allowed": set(), "failed": False}
+
+
+def fallback_guard():
+    """The body of an autouse fixture: fails the test if an op it did not allow ran through the CPU fallback.
+
+    Yields the set of allowed op names, which a test may add to (``no_fallback.update(...)``).
+    """
+    _fallback["allowed"], _fallback["failed"] = set(), False
+    torch_pjrt.reset_metrics()
+    yield _fallback["allowed"]
+    if not _fallback["failed"]:
+        assert_no_fallback()
+
+
+def assert_no_fallback():
+    fallbacks = torch_pjrt.metrics()["fallback_ops"]
+    assert set(fallbacks) <= _fallback["allowed"], f"ops fell back to CPU: {fallbacks}"
+
+
+def compare(fn, *args, grad=False, rtol=None, atol=None):
+    """check(), except that where CPU raises, the tpu must raise as well. Returns CPU's error type or None.
+
+    A dtype CPU has no kernel for (NotImplementedError) is not compared: the tpu may support more dtypes.
+    """
+    try:
+        fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    except NotImplementedError:
+        return NotImplementedError
+    except Exception as e:  # noqa: BLE001 - any other error CPU raises, the tpu must raise too
+        try:
+            with pytest.raises(Exception):  # noqa: B017 - any error, as CPU raised one
+                fn(*[to_device(a, DEVICE) for a in args])
+                torch_pjrt.synchronize()
+        except BaseException:
+            _fallback["failed"] = True
+            raise
+        return type(e)
+    try:
+        check(fn, *args, grad=grad, rtol=rtol, atol=atol)
+        torch_pjrt.synchronize()
+        assert_no_fallback()
+    except BaseException:
+        _fallback["failed"] = True
+        explain(fn, args, rtol, atol)
+        raise
+    return None
+
+
+def explain(fn, args, rtol, atol):
+    """Re-raises a value mismatch with torch.testing's full report (check() only names the function)."""
+    try:
+        expected = flatten(fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+        actual = flatten(fn(*[to_device(a, DEVICE) for a in args]))
+        actual = [a.cpu() if isinstance(a, torch.Tensor) else a for a in actual]
+    except Exception:  # noqa: BLE001 - keep the original error
+        return
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and a.dtype == e.dtype and a.shape == e.shape:
+            r, t = TOLERANCES.get(e.dtype, (0, 0))
+            try:
+                torch.testing.assert_close(
+                    a, e, rtol=r if rtol is None else rtol, atol=t if atol is None else atol, equal_nan=True
+                )
+            except AssertionError as err:
+                small = all(not isinstance(x, torch.Tensor) or x.numel() <= 30 for x in args)
+                detail = f"\ninputs: {args}\ntpu: {a}\ncpu: {e}" if small else ""
+                raise AssertionError(f"result {i}: {err}{detail}") from None

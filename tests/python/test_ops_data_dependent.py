@@ -1,4 +1,4 @@
-"""Data-dependent shapes (csrc/lowering/select.cc and the glue's sync points) against CPU PyTorch.
+"""Data-dependent shapes (csrc/lowering/data_dependent.cc and the glue's sync points) against CPU PyTorch.
 
 nonzero, masked_select and unique compile one program per input shape that
 returns padded results plus a count; the glue reads the count and narrows.

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_pjrt
-from compare import DEVICE, TOLERANCES, check, flatten, to_device
+from compare import DEVICE, check, compare, fallback_guard
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 INTS = [torch.int64, torch.int32]
@@ -23,22 +23,10 @@ DTYPES = FLOATS + INTS + [torch.bool]
 NAN, INF = float("nan"), float("inf")
 
 
-_state = {"allowed": set(), "failed": False}
-
-
 @pytest.fixture(autouse=True)
 def no_fallback():
     """Fails the test if any op ran through the CPU fallback (tests may allow named ones)."""
-    _state["allowed"], _state["failed"] = set(), False
-    torch_pjrt.reset_metrics()
-    yield _state["allowed"]
-    if not _state["failed"]:  # a failing comparison may print tpu tensors, which takes the fallback
-        assert_no_fallback()
-
-
-def assert_no_fallback():
-    fallbacks = torch_pjrt.metrics()["fallback_ops"]
-    assert set(fallbacks) <= _state["allowed"], f"ops fell back to CPU: {fallbacks}"
+    yield from fallback_guard()
 
 
 def dname(dtype):
@@ -74,56 +62,6 @@ def specials(dtype):
     """Float edge values: signed zeros, infinities, NaN, rounding ties, large and tiny magnitudes."""
     v = [0.0, -0.0, INF, -INF, NAN, 0.5, -0.5, 1.5, 2.5, -2.5, 1e-3, -30.0, 30.0, 7.0, -1.0, 1.0]
     return torch.tensor(v).to(dtype)
-
-
-def compare(fn, *args, grad=False, rtol=None, atol=None):
-    """check(), except that where CPU raises, the tpu must raise as well. Returns CPU's error type or None.
-
-    A dtype CPU has no kernel for (NotImplementedError) is not compared: the tpu may support more dtypes.
-    """
-    try:
-        fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
-    except NotImplementedError:
-        return NotImplementedError
-    except Exception as e:  # noqa: BLE001 - any other error CPU raises, the tpu must raise too
-        try:
-            with pytest.raises(Exception):  # noqa: B017 - any error, as CPU raised one
-                fn(*[to_device(a, DEVICE) for a in args])
-                torch_pjrt.synchronize()
-        except BaseException:
-            _state["failed"] = True
-            raise
-        return type(e)
-    try:
-        check(fn, *args, grad=grad, rtol=rtol, atol=atol)
-        torch_pjrt.synchronize()
-        assert_no_fallback()
-    except BaseException:
-        _state["failed"] = True
-        explain(fn, args, rtol, atol)
-        raise
-    return None
-
-
-def explain(fn, args, rtol, atol):
-    """Re-raises a value mismatch with torch.testing's full report (check() only names the function)."""
-    try:
-        expected = flatten(fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
-        actual = flatten(fn(*[to_device(a, DEVICE) for a in args]))
-        actual = [a.cpu() if isinstance(a, torch.Tensor) else a for a in actual]
-    except Exception:  # noqa: BLE001 - keep the original error
-        return
-    for i, (a, e) in enumerate(zip(actual, expected)):
-        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and a.dtype == e.dtype and a.shape == e.shape:
-            r, t = TOLERANCES.get(e.dtype, (0, 0))
-            try:
-                torch.testing.assert_close(
-                    a, e, rtol=r if rtol is None else rtol, atol=t if atol is None else atol, equal_nan=True
-                )
-            except AssertionError as err:
-                small = all(not isinstance(x, torch.Tensor) or x.numel() <= 20 for x in args)
-                detail = f"\ninputs: {args}\ntpu: {a}\ncpu: {e}" if small else ""
-                raise AssertionError(f"result {i}: {err}{detail}") from None
 
 
 # ----------------------------------------------------------------------------- binary ops

@@ -1,4 +1,4 @@
-"""Neural-network lowerings (csrc/lowering/nn.cc) and the user-level nn ops
+"""Neural-network lowerings (csrc/lowering/activation.cc, loss.cc, norm.cc) and the user-level nn ops
 built on them, against CPU PyTorch: activations, softmax, layer and batch
 norm, losses, dropout's backward, through autograd and in every float dtype.
 """

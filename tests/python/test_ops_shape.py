@@ -1,4 +1,4 @@
-"""Shape and indexing lowerings (csrc/lowering/shape.cc) against CPU PyTorch.
+"""Shape, indexing and sorting lowerings (csrc/lowering/shape.cc, indexing.cc, sorting.cc) against CPU PyTorch.
 
 Every lowering in the shape family is run on CPU and on tpu with the same
 inputs (contiguous and non-contiguous), in the dtypes CPU supports, through

@@ -1,12 +1,11 @@
-// Numeric checks on the CPU plugin for the data-dependent selection
-// lowerings (select.cc): padded results plus a count, nonzero_static,
-// masked_scatter, unique, repeat_interleave, bincount, and a golden text for
-// equal. Every expected value below is worked out by hand from PyTorch's
-// documented semantics.
+// Data-dependent ops (data_dependent.cc) on the CPU plugin: padded results
+// plus a count, nonzero_static, masked_scatter, unique, repeat_interleave,
+// bincount, and a golden text for equal. Every expected value below is
+// worked out by hand from PyTorch's documented semantics.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <memory>
+#include <vector>
 
 #include "harness.h"
 
@@ -19,19 +18,16 @@ using hlo::Value;
 using testing::any_failed;
 using testing::Arg;
 using testing::expect_values;
-using testing::Host;
-using testing::host;
 using testing::Prog;
 using testing::run_op;
-
-Host f32(Dims d, std::vector<float> v) { return host(DType::F32, std::move(d), v); }
-Host f64(Dims d, std::vector<double> v) { return host(DType::F64, std::move(d), v); }
-Host i64(Dims d, std::vector<int64_t> v) { return host(DType::I64, std::move(d), v); }
-Host bools(Dims d, std::vector<uint8_t> v) { return host(DType::Bool, std::move(d), v); }
+using testing::hosts::bools;
+using testing::hosts::f32;
+using testing::hosts::f64;
+using testing::hosts::i64;
 
 // ---- nonzero
 
-TEST(SelectNonzero, PaddedRowsAndCount) {
+TEST(Nonzero, PaddedRowsAndCount) {
   Prog p;
   auto r = run_op(p, "aten::nonzero", {p.t(f32({3, 2}, {0, 1, 2, 0, 0, 3}))});
   ASSERT_EQ(r.outs.size(), 2u);
@@ -39,7 +35,7 @@ TEST(SelectNonzero, PaddedRowsAndCount) {
   expect_values(r.outs[1], DType::I64, {}, {3});
 }
 
-TEST(SelectNonzero, BoolAndEmpty) {
+TEST(Nonzero, BoolAndEmpty) {
   Prog p;
   auto r = run_op(p, "aten::nonzero", {p.t(bools({4}, {0, 0, 0, 1}))});
   expect_values(r.outs[0], DType::I64, {4, 1}, {3, 0, 0, 0});
@@ -50,7 +46,7 @@ TEST(SelectNonzero, BoolAndEmpty) {
   expect_values(e.outs[1], DType::I64, {}, {0});
 }
 
-TEST(SelectNonzeroStatic, PadsWithFillAndTruncates) {
+TEST(NonzeroStatic, PadsWithFillAndTruncates) {
   Prog p;
   auto r = run_op(p, "aten::nonzero_static", {p.t(f32({4}, {0, 5, 0, 7})), Arg::integer(4), Arg::integer(-1)});
   expect_values(r.outs[0], DType::I64, {4, 1}, {1, 3, -1, -1});
@@ -61,21 +57,21 @@ TEST(SelectNonzeroStatic, PadsWithFillAndTruncates) {
 
 // ---- masked_select / masked_scatter
 
-TEST(SelectMaskedSelect, PaddedValuesAndCount) {
+TEST(MaskedSelect, PaddedValuesAndCount) {
   Prog p;
   auto r = run_op(p, "aten::masked_select", {p.t(f32({4}, {1, 2, 3, 4})), p.t(bools({4}, {1, 0, 1, 1}))});
   expect_values(r.outs[0], DType::F32, {4}, {1, 3, 4, 0});
   expect_values(r.outs[1], DType::I64, {}, {3});
 }
 
-TEST(SelectMaskedSelect, MaskBroadcastsOverRows) {
+TEST(MaskedSelect, MaskBroadcastsOverRows) {
   Prog p;
   auto r = run_op(p, "aten::masked_select", {p.t(f32({2, 2}, {1, 2, 3, 4})), p.t(bools({2}, {0, 1}))});
   expect_values(r.outs[0], DType::F32, {4}, {2, 4, 0, 0});
   expect_values(r.outs[1], DType::I64, {}, {2});
 }
 
-TEST(SelectMaskedScatter, TakesSourceInOrder) {
+TEST(MaskedScatter, TakesSourceInOrder) {
   Prog p;
   auto r = run_op(p, "aten::masked_scatter",
                   {p.t(f32({4}, {0, 0, 0, 0})), p.t(bools({4}, {1, 0, 1, 0})), p.t(f32({3}, {7, 8, 9}))});
@@ -83,7 +79,7 @@ TEST(SelectMaskedScatter, TakesSourceInOrder) {
   EXPECT_FALSE(any_failed(r));
 }
 
-TEST(SelectMaskedScatter, ShortSourceFailsItsCheck) {
+TEST(MaskedScatter, ShortSourceFailsItsCheck) {
   Prog p;
   auto r = run_op(p, "aten::masked_scatter",
                   {p.t(f32({4}, {0, 0, 0, 0})), p.t(bools({4}, {1, 0, 1, 0})), p.t(f32({1}, {7}))});
@@ -94,7 +90,7 @@ TEST(SelectMaskedScatter, ShortSourceFailsItsCheck) {
 
 // ---- unique
 
-TEST(SelectUnique, SortedInverseCounts) {
+TEST(Unique, SortedInverseCounts) {
   Prog p;
   auto r = run_op(p, "aten::_unique2",
                   {p.t(f32({4}, {3, 1, 3, 2})), Arg::boolean(true), Arg::boolean(true), Arg::boolean(true)});
@@ -105,7 +101,7 @@ TEST(SelectUnique, SortedInverseCounts) {
   expect_values(r.outs[3], DType::I64, {}, {3});
 }
 
-TEST(SelectUniqueConsecutive, Runs) {
+TEST(UniqueConsecutive, Runs) {
   Prog p;
   auto r = run_op(p, "aten::unique_consecutive",
                   {p.t(i64({5}, {1, 1, 2, 2, 1})), Arg::boolean(true), Arg::boolean(true), Arg::none()});
@@ -115,7 +111,7 @@ TEST(SelectUniqueConsecutive, Runs) {
   expect_values(r.outs[3], DType::I64, {}, {3});
 }
 
-TEST(SelectUniqueDim, SortedRows) {
+TEST(UniqueDim, SortedRows) {
   Prog p;
   auto r = run_op(p, "aten::unique_dim",
                   {p.t(i64({4, 2}, {1, 2, 1, 2, 0, 5, 1, 2})), Arg::integer(0), Arg::boolean(true), Arg::boolean(true),
@@ -128,13 +124,13 @@ TEST(SelectUniqueDim, SortedRows) {
 
 // ---- repeat_interleave, bincount
 
-TEST(SelectRepeatInterleave, RepeatsIndices) {
+TEST(RepeatInterleave, RepeatsIndices) {
   Prog p;
   auto r = run_op(p, "aten::repeat_interleave.Tensor", {p.t(i64({3}, {2, 0, 1})), Arg::integer(3)});
   expect_values(r.outs[0], DType::I64, {3}, {0, 0, 2});
 }
 
-TEST(SelectBincount, CountsAndWeights) {
+TEST(Bincount, CountsAndWeights) {
   Prog p;
   auto r = run_op(p, "aten::bincount", {p.t(i64({3}, {1, 1, 3})), Arg::none(), Arg::integer(5)});
   expect_values(r.outs[0], DType::I64, {5}, {0, 2, 0, 1, 0});
@@ -145,7 +141,7 @@ TEST(SelectBincount, CountsAndWeights) {
 
 // ---- equal
 
-TEST(SelectEqual, Values) {
+TEST(Equal, Values) {
   Prog p;
   auto r = run_op(p, "aten::equal", {p.t(f32({2}, {1, 2})), p.t(f32({2}, {1, 2}))});
   expect_values(r.outs[0], DType::Bool, {}, {1});
@@ -157,7 +153,7 @@ TEST(SelectEqual, Values) {
   expect_values(shapes.outs[0], DType::Bool, {}, {0});
 }
 
-TEST(SelectEqual, Golden) {
+TEST(Equal, Golden) {
   hlo::Builder b;
   Value x = b.parameter({DType::F32, {2}});
   Value y = b.parameter({DType::F32, {2}});

@@ -1,6 +1,7 @@
-// Golden StableHLO text and numeric checks on the CPU plugin for the linear
-// algebra solvers and factorizations (linalg_factor.cc) and vdot/cross/addr.
-// Expected values are worked out by hand.
+// Solvers and factorizations (linalg_factor.cc): golden StableHLO text and
+// numeric checks on the CPU plugin for triangular solves, Cholesky, LU, the
+// determinant and solve built on it, and Householder QR. Expected values are
+// worked out by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,19 +19,14 @@ using hlo::DType;
 using testing::Arg;
 using testing::bytes;
 using testing::exec;
+using testing::f32_args;
 using testing::lower;
 using testing::lowering_error;
 using testing::scalar;
 using testing::tensor;
 using testing::values;
 
-std::vector<Arg> f32_args(hlo::Builder& b, const std::vector<hlo::Dims>& shapes) {
-  std::vector<Arg> args;
-  for (const auto& s : shapes) args.push_back(tensor(b, DType::F32, s));
-  return args;
-}
-
-TEST(LinalgSolvers, SolveTriangularGolden) {
+TEST(LinalgFactor, SolveTriangularGolden) {
   auto l = lower("aten::linalg_solve_triangular", [](hlo::Builder& b) {
     auto args = f32_args(b, {{2, 2}, {2, 1}});
     args.push_back(Arg::boolean(true));   // upper
@@ -52,7 +48,7 @@ TEST(LinalgSolvers, SolveTriangularGolden) {
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 2}));
 }
 
-TEST(LinalgSolvers, SolveTriangularShapeMismatch) {
+TEST(LinalgFactor, SolveTriangularShapeMismatch) {
   auto msg = lowering_error("aten::linalg_solve_triangular", [](hlo::Builder& b) {
     auto args = f32_args(b, {{2, 2}, {3, 1}});
     args.push_back(Arg::boolean(true));
@@ -61,7 +57,7 @@ TEST(LinalgSolvers, SolveTriangularShapeMismatch) {
   EXPECT_NE(msg.find("Incompatible shapes of A and B"), std::string::npos) << msg;
 }
 
-TEST(LinalgSolvers, CholeskyAndInfo) {
+TEST(LinalgFactor, CholeskyAndInfo) {
   auto l = lower("aten::linalg_cholesky_ex", [](hlo::Builder& b) { return f32_args(b, {{2, 2, 2}}); });
   ASSERT_EQ(l.results[1].dtype(), DType::I32);
   // [[4, 2], [2, 3]] = L L^T with L = [[2, 0], [1, sqrt 2]]; [[-1, 0], [0, 1]] fails at the first minor.
@@ -74,7 +70,7 @@ TEST(LinalgSolvers, CholeskyAndInfo) {
   EXPECT_EQ(values<int32_t>(out[1]), (std::vector<int32_t>{0, 1}));
 }
 
-TEST(LinalgSolvers, LuFactorPivotsAndInfo) {
+TEST(LinalgFactor, LuFactorPivotsAndInfo) {
   auto l = lower("aten::linalg_lu_factor_ex", [](hlo::Builder& b) { return f32_args(b, {{2, 2, 2}}); });
   EXPECT_NE(l.text.find("stablehlo.while"), std::string::npos);
   // [[1, 2], [3, 4]]: row 2 is the pivot; LU = [[3, 4], [1/3, 2 - 4/3]]. A zero matrix: info 1, no swaps.
@@ -89,7 +85,7 @@ TEST(LinalgSolvers, LuFactorPivotsAndInfo) {
   EXPECT_EQ(values<int32_t>(out[2]), (std::vector<int32_t>{0, 1}));
 }
 
-TEST(LinalgSolvers, LuUnpackPermutation) {
+TEST(LinalgFactor, LuUnpackPermutation) {
   auto l = lower("aten::lu_unpack", [](hlo::Builder& b) {
     return std::vector<Arg>{tensor(b, DType::F32, {3, 3}), tensor(b, DType::I32, {3}), Arg::boolean(true),
                             Arg::boolean(true)};
@@ -101,7 +97,7 @@ TEST(LinalgSolvers, LuUnpackPermutation) {
   EXPECT_EQ(values<float>(out[2]), (std::vector<float>{1, 2, 3, 0, 5, 6, 0, 0, 9}));
 }
 
-TEST(LinalgSolvers, DetAndSolve) {
+TEST(LinalgFactor, DetAndSolve) {
   auto det = lower("aten::_linalg_det", [](hlo::Builder& b) { return f32_args(b, {{2, 2}}); });
   EXPECT_NEAR(values<float>(exec(det, {bytes(std::vector<float>{1, 2, 3, 4})})[0])[0], -2, 1e-6);
   auto solve = lower("aten::_linalg_solve_ex", [](hlo::Builder& b) { return f32_args(b, {{2, 2}, {2}}); });
@@ -112,7 +108,7 @@ TEST(LinalgSolvers, DetAndSolve) {
   EXPECT_NEAR(x[1], 2, 1e-6);
 }
 
-TEST(LinalgSolvers, GeqrfFollowsLapackSigns) {
+TEST(LinalgFactor, GeqrfFollowsLapackSigns) {
   auto l = lower("aten::geqrf", [](hlo::Builder& b) { return f32_args(b, {{2, 1}}); });
   // x = [3, 4]: beta = -5, tau = (beta - alpha) / beta = 1.6, v = [1, 4 / (3 + 5)].
   auto out = exec(l, {bytes(std::vector<float>{3, 4})});
@@ -122,35 +118,12 @@ TEST(LinalgSolvers, GeqrfFollowsLapackSigns) {
   EXPECT_FLOAT_EQ(values<float>(out[1])[0], 1.6f);
 }
 
-TEST(LinalgSolvers, HouseholderProduct) {
+TEST(LinalgFactor, HouseholderProduct) {
   auto l = lower("aten::linalg_householder_product", [](hlo::Builder& b) { return f32_args(b, {{2, 1}, {1}}); });
   // Q = I - 1.6 v v^T with v = [1, 0.5]: first column [-0.6, -0.8].
   auto q = values<float>(exec(l, {bytes(std::vector<float>{-5, 0.5}), bytes(std::vector<float>{1.6f})})[0]);
   EXPECT_NEAR(q[0], -0.6, 1e-6);
   EXPECT_NEAR(q[1], -0.8, 1e-6);
-}
-
-TEST(LinalgSolvers, Cross) {
-  auto l = lower("aten::linalg_cross", [](hlo::Builder& b) {
-    auto args = f32_args(b, {{3}, {3}});
-    args.push_back(Arg::integer(-1));
-    return args;
-  });
-  auto out = exec(l, {bytes(std::vector<float>{1, 0, 0}), bytes(std::vector<float>{0, 1, 0})});
-  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{0, 0, 1}));
-}
-
-TEST(LinalgSolvers, AddrIgnoresSelfWhenBetaIsZero) {
-  auto l = lower("aten::addr", [](hlo::Builder& b) {
-    auto args = f32_args(b, {{2, 2}, {2}, {2}});
-    args.push_back(scalar(b, DType::F64));
-    args.push_back(scalar(b, DType::F64));
-    return args;
-  });
-  float nan = std::numeric_limits<float>::quiet_NaN();
-  auto out = exec(l, {bytes(std::vector<float>{nan, 1, 1, 1}), bytes(std::vector<float>{1, 2}),
-                      bytes(std::vector<float>{3, 4}), bytes(std::vector<double>{0}), bytes(std::vector<double>{2})});
-  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{6, 8, 12, 16}));
 }
 
 }  // namespace

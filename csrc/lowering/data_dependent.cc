@@ -1,13 +1,13 @@
-// Selection by data: nonzero, masked_select/masked_scatter, unique, equal,
+// Data-dependent ops: nonzero, masked_select/masked_scatter, unique, equal,
 // repeat_interleave and bincount.
 //
 // Ops whose output size depends on the data (nonzero, masked_select, unique)
 // are compiled once per input shape, never per count: the lowering returns
 // results padded to the largest possible size and, as its last result, a
-// rank-0 i64 count. The torch glue (kDataDependent in csrc/torch/ops.cc)
-// reads the count at a sync point and narrows the padded results to it, a
-// metadata-only view. Ops whose output size is a function of a value the
-// glue reads first (repeat_interleave's output_size, bincount's minlength)
+// rank-0 i64 count. The torch glue (Traits::narrowed) reads the count at a
+// sync point and narrows the padded results to it, a metadata-only view.
+// Ops whose output size is a function of a value the glue reads first
+// (repeat_interleave's output_size, bincount's minlength: Traits::prepare)
 // take that size as a static argument.
 #include <string>
 
@@ -376,19 +376,19 @@ V bincount(Context& cx) {
 
 }  // namespace
 
-std::vector<Entry> select_lowerings() {
+std::vector<Entry> data_dependent_lowerings() {
   return {
-      {"aten::nonzero", nonzero, Traits().data_dependent({0}).out_dtype_same()},
+      {"aten::nonzero", nonzero, Traits().set_narrowed({0}).set_out_same_dtype()},
       {"aten::nonzero_static", nonzero_static},
-      {"aten::masked_select", masked_select, Traits().data_dependent({0})},
+      {"aten::masked_select", masked_select, Traits().set_narrowed({0})},
       {"aten::masked_scatter", masked_scatter},
       {"aten::equal", equal},
-      {"aten::unique_consecutive", unique_consecutive, Traits().data_dependent({0, 2}, 3)},
-      {"aten::_unique", unique, Traits().data_dependent({0})},
-      {"aten::_unique2", unique2, Traits().data_dependent({0, 2})},
-      {"aten::unique_dim", unique_dim, Traits().data_dependent({0, 2}, 1)},
-      {"aten::repeat_interleave.Tensor", repeat_interleave, Traits().host_prep(HostPrep::RepeatInterleave)},
-      {"aten::bincount", bincount, Traits().host_prep(HostPrep::Bincount)},
+      {"aten::unique_consecutive", unique_consecutive, Traits().set_narrowed({0, 2}, 3)},
+      {"aten::_unique", unique, Traits().set_narrowed({0})},
+      {"aten::_unique2", unique2, Traits().set_narrowed({0, 2})},
+      {"aten::unique_dim", unique_dim, Traits().set_narrowed({0, 2}, 1)},
+      {"aten::repeat_interleave.Tensor", repeat_interleave, Traits().set_prepare(HostPrep::RepeatInterleave)},
+      {"aten::bincount", bincount, Traits().set_prepare(HostPrep::Bincount)},
   };
 }
 
