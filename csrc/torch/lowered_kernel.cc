@@ -445,6 +445,9 @@ class LoweredKernel final : public c10::OperatorKernel {
       cpu_fallback(op, stack);
       return;
     }
+    // Read before the stack drops (destroys) the arguments.
+    const bool check_errors = check_errors_ && args[check_errors_->first].toBool();
+    const bool is_matrix = check_errors && args[0].toTensor().dim() == 2;
     torch::jit::drop(*stack, nargs);
     // Several returned lists (the functional fused optimizer ops): each is as
     // long as the tensor list argument at the same position, read before a
@@ -476,8 +479,7 @@ class LoweredKernel final : public c10::OperatorKernel {
       r.buffers.pop_back();
     }
     if (!r.deferred) results = fresh_tensors(call, r);
-    if (check_errors_ && args[check_errors_->first].toBool() && !results.empty())
-      at::_linalg_check_errors(results.back(), check_errors_->second, args[0].toTensor().dim() == 2);
+    if (check_errors && !results.empty()) at::_linalg_check_errors(results.back(), check_errors_->second, is_matrix);
     if (narrowed)
       for (size_t k : traits_.narrowed) {
         if (k >= results.size() || results[k].dim() == 0) continue;
