@@ -50,6 +50,12 @@ struct Reader {
     pos += n;
     return t;
   }
+  // Steps over n bytes; returns n (0 when they are not there).
+  uint64_t skip(uint64_t n) {
+    if (!ok || s.size() - pos < n) return ok = false, 0;
+    pos += n;
+    return n;
+  }
 };
 
 std::string join(const std::string& a, const std::string& b) { return a + "/" + b; }
@@ -171,6 +177,26 @@ std::optional<DiskEntry> decode_entry(const std::string& bytes, const std::strin
     return std::nullopt;
   }
   return e;
+}
+
+std::optional<DiskEntryInfo> read_entry_info(const std::string& path) {
+  std::optional<std::string> bytes = read_whole(path);
+  if (!bytes || bytes->size() < sizeof kMagic || std::memcmp(bytes->data(), kMagic, sizeof kMagic) != 0)
+    return std::nullopt;
+  Reader r{*bytes, sizeof kMagic};
+  DiskEntryInfo info;
+  const uint32_t version = static_cast<uint32_t>(r.u(4));
+  info.fingerprint = r.text(r.u(4));
+  info.key_words = r.u(8);
+  if (r.ok && info.key_words > (bytes->size() - r.pos) / 8) r.ok = false;
+  r.skip(8 * info.key_words);
+  info.summary = r.text(r.u(8));
+  info.signature_bytes = r.skip(r.u(8));
+  info.executable_bytes = r.skip(r.u(8));
+  r.u(8);  // the checksum
+  if (!r.ok || r.pos != bytes->size() || version != kFormatVersion) return std::nullopt;
+  info.file_bytes = bytes->size();
+  return info;
 }
 
 // ---------------------------------------------------------------- options

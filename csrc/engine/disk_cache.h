@@ -69,6 +69,21 @@ std::string encode_entry(const DiskEntry& e, const std::string& fingerprint);
 // a whole, intact entry written for `fingerprint`.
 std::optional<DiskEntry> decode_entry(const std::string& bytes, const std::string& fingerprint, std::string* why);
 
+// An entry file's header and the sizes of its parts: what `python -m
+// torch_pjrt cache ls` shows, and how it tells a well-formed file.
+struct DiskEntryInfo {
+  std::string fingerprint;  // the header's text, whichever plugin or build wrote it
+  uint64_t key_words = 0;
+  std::string summary;
+  uint64_t signature_bytes = 0;
+  uint64_t executable_bytes = 0;
+  uint64_t file_bytes = 0;
+};
+// Reads the entry file at `path` without loading it. std::nullopt when it
+// cannot be read or its magic, format version or lengths do not hold; the
+// checksum is not checked (decode_entry does, and a load drops the file).
+std::optional<DiskEntryInfo> read_entry_info(const std::string& path);
+
 struct DiskCacheOptions {
   std::string host_dir;    // tier root; empty: no host tier
   std::string shared_dir;  // tier root; empty: no shared tier

@@ -145,6 +145,32 @@ struct GraphReplay {
   }
 };
 
+// The header of the compile cache entry file at `path`, read by
+// engine::read_entry_info, as compile_cache.read_header's dict; None when
+// the file's structure does not hold or its fingerprint is not UTF-8.
+py::object cache_entry_header(const std::string& path) {
+  std::optional<engine::DiskEntryInfo> info;
+  {
+    py::gil_scoped_release no_gil;
+    info = engine::read_entry_info(path);
+  }
+  if (!info) return py::none();
+  PyObject* fingerprint = PyUnicode_DecodeUTF8(info->fingerprint.data(), info->fingerprint.size(), nullptr);
+  if (!fingerprint) {
+    PyErr_Clear();
+    return py::none();
+  }
+  py::dict d;
+  d["fingerprint"] = py::reinterpret_steal<py::str>(fingerprint);
+  d["key_words"] = info->key_words;
+  d["summary"] =
+      py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(info->summary.data(), info->summary.size(), "replace"));
+  d["signature_bytes"] = info->signature_bytes;
+  d["executable_bytes"] = info->executable_bytes;
+  d["bytes"] = info->file_bytes;
+  return d;
+}
+
 }  // namespace
 }  // namespace torch_pjrt::glue
 
@@ -323,6 +349,7 @@ PYBIND11_MODULE(_C, m) {
     d["fingerprint"] = e.fingerprint();
     return d;
   });
+  m.def("_read_cache_entry", &cache_entry_header);
   m.def("_program_keys", [] { return engine_or_raise().program_keys(); });
   m.def("_reset_metrics", [] { engine_or_raise().reset_metrics(); });
   m.def("_forget_shapes", [] { engine_or_raise().forget_shapes(); });

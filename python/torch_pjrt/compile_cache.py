@@ -1,7 +1,8 @@
 """The persistent compile cache on disk, and ``python -m torch_pjrt cache ...``.
 
 The engine (``csrc/engine/disk_cache.h``) reads and writes the tiers; this module only looks at them from outside:
-where they are, what they hold, pruning, clearing, warming and copying them. It mirrors the engine's layout:
+where they are, what they hold, pruning, clearing, warming and copying them. It knows the engine's layout, and reads
+an entry's header through the engine's own reader (``read_entry_info``, bound as ``_C._read_cache_entry``):
 
 - a tier root (``TORCH_PJRT_CACHE_DIR``, default ``$XDG_CACHE_HOME/torch_pjrt`` or ``~/.cache/torch_pjrt``; the shared
   tier ``TORCH_PJRT_SHARED_CACHE_DIR``) holds one subdirectory per plugin fingerprint, ``<platform>-<16 hex digits>``,
@@ -17,13 +18,12 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
 
-MAGIC = b"TPJRTPC1"
-FORMAT_VERSION = 1
+from . import _C
+
 _SUBDIR = re.compile(r"^[A-Za-z0-9_.]+-[0-9a-f]{16}$")
 _OFF = {"", "0", "off", "OFF", "false", "False"}
 
@@ -55,37 +55,7 @@ def read_header(path: str) -> dict | None:
     The checksum is the engine's to verify (it drops a damaged entry on load); this checks the magic, the version and
     that the lengths add up to the file's size.
     """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    try:
-        if data[:8] != MAGIC:
-            return None
-        version, fp_len = struct.unpack_from("<II", data, 8)
-        pos = 16
-        fingerprint = data[pos : pos + fp_len].decode()
-        pos += fp_len
-        (words,) = struct.unpack_from("<Q", data, pos)
-        pos += 8 + 8 * words
-        fields = []
-        for _ in range(3):
-            (n,) = struct.unpack_from("<Q", data, pos)
-            pos += 8
-            fields.append(data[pos : pos + n])
-            pos += n
-        if pos + 8 != len(data) or version != FORMAT_VERSION:
-            return None
-    except (struct.error, UnicodeDecodeError):
-        return None
-    return {
-        "fingerprint": fingerprint,
-        "key_words": words,
-        "summary": fields[0].decode(errors="replace"),
-        "executable_bytes": len(fields[2]),
-        "bytes": len(data),
-    }
+    return _C._read_cache_entry(os.fspath(path))
 
 
 def entries(subdir: str) -> list[dict]:

@@ -164,7 +164,7 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     return "\n".join(rows) + "\n"
 
 
-# ---- streams and events (csrc/torch/device.cc maps them onto PJRT).
+# ---- streams and events (csrc/torch/guard.cc maps them onto PJRT).
 #
 # Every stream of a device feeds its one PJRT device, which orders work by data: a program or copy waits for the
 # buffers it reads. So work is ordered on a stream and across streams that wait for each other, with no device-side

@@ -85,6 +85,41 @@ TEST(DiskCacheFormat, AnotherFingerprintIsRefused) {
   EXPECT_NE(why.find("another plugin"), std::string::npos) << why;
 }
 
+// read_entry_info (what `cache ls` shows): any fingerprint's header, the
+// sizes of the parts; a file whose lengths or version do not hold is none.
+TEST(DiskCacheFormat, EntryInfoReadsTheHeaderOfAWellFormedFile) {
+  TempDir dir;
+  const std::string path = dir.path + "/entry.tpc";
+  auto write = [&](const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; };
+  const std::string bytes = encode_entry(entry(4, 1000), "plugin 1.0");
+  write(bytes);
+  auto info = read_entry_info(path);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->fingerprint, "plugin 1.0");
+  EXPECT_EQ(info->key_words, 3u);
+  EXPECT_EQ(info->summary, "aten::add.Tensor");
+  EXPECT_EQ(info->signature_bytes, std::string("signature 4").size());
+  EXPECT_EQ(info->executable_bytes, 1000u);
+  EXPECT_EQ(info->file_bytes, bytes.size());
+
+  for (size_t n : {size_t{0}, size_t{7}, size_t{12}, bytes.size() / 2, bytes.size() - 1}) {
+    write(bytes.substr(0, n));
+    EXPECT_FALSE(read_entry_info(path)) << n;
+  }
+  write(bytes + "x");
+  EXPECT_FALSE(read_entry_info(path));
+  std::string version2 = bytes;
+  version2[8] = 2;
+  write(version2);
+  EXPECT_FALSE(read_entry_info(path));
+  std::string flipped = bytes;  // the checksum is the loader's to check
+  flipped[bytes.size() - 20] ^= 1;
+  write(flipped);
+  EXPECT_TRUE(read_entry_info(path));
+  EXPECT_FALSE(read_entry_info(dir.path + "/missing.tpc"));
+  EXPECT_FALSE(read_entry_info(dir.path));  // a directory
+}
+
 TEST(DiskCache, AnotherInstanceFindsWhatOneWrote) {
   TempDir root;
   {
