@@ -43,8 +43,8 @@
 
 #include <atomic>
 #include <climits>
-#include <exception>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -60,7 +60,6 @@ namespace torch_pjrt::engine {
 // `multiple` > 0 (torch.compile's bucket_size option), multiples of that.
 constexpr int64_t kBucketCap = 4096;
 int64_t bucket_of(int64_t n, int64_t multiple = 0);
-
 
 // This thread's scratch plan: ShapeHistory::observe fills it for the call at
 // hand, and the strict and fused paths run or join that call by it.
@@ -194,6 +193,5 @@ class UploadHistory {
   std::unordered_map<uint64_t, Record> records_;  // by (dtype, dim, the other sizes): key_of
   static uint64_t key_of(hlo::DType dtype, const hlo::Dims& sizes, size_t dim);
 };
-
 
 }  // namespace torch_pjrt::engine

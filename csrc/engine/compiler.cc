@@ -99,8 +99,8 @@ std::string Sequence::summary() const {
 // ---------------------------------------------------------------- Compiler
 
 Compiler::Compiler(runtime::Client& client, MetricsRecorder& metrics) : client_(client), metrics_(metrics) {
-  fingerprint_ = "format=1\nplatform=" + client_.platform_name() +
-                 "\nplatform_version=" + client_.platform_version() + "\npjrt_api=" + client_.plugin().api_version() +
+  fingerprint_ = "format=1\nplatform=" + client_.platform_name() + "\nplatform_version=" + client_.platform_version() +
+                 "\npjrt_api=" + client_.plugin().api_version() +
                  "\nplugin=" + file_identity(client_.plugin().path(), /*whole=*/false) +
                  "\nbuild=" + file_identity(own_binary(), /*whole=*/true) + "\n";
   DiskCacheOptions options = DiskCacheOptions::from_environment();
@@ -122,9 +122,9 @@ std::shared_ptr<const CachedProgram> Compiler::get(const ProgramKey& key, const 
       hit);
 }
 
-std::shared_ptr<const CachedProgram> Compiler::from_tiers(const ProgramKey& key,
-                                                          const std::function<Program()>& lower, int device,
-                                                          const std::string& name, const std::string& summary) {
+std::shared_ptr<const CachedProgram> Compiler::from_tiers(const ProgramKey& key, const std::function<Program()>& lower,
+                                                          int device, const std::string& name,
+                                                          const std::string& summary) {
   if (!disk_->enabled()) return compile(lower(), device, name);
   std::string hex = key.hex();
   if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
@@ -278,7 +278,12 @@ bool Compiler::compile_in_background(const ProgramKey& key, const Sequence& seq)
     try {
       bool hit;
       memory_.get(
-          key, [&] { return from_tiers(key, [&] { return std::move(*program); }, device, name, summary); }, &hit);
+          key,
+          [&] {
+            return from_tiers(
+                key, [&] { return std::move(*program); }, device, name, summary);
+          },
+          &hit);
     } catch (...) {
       failed = true;
     }

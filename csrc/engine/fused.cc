@@ -34,8 +34,7 @@ std::shared_ptr<const Signature> SignatureTable::exact(const OpCall& call, const
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       // A placement from before the shapes last settled is decided anew.
-      if (placement)
-        *placement = it->second.generation == generation ? it->second.placement : Placement::Undecided;
+      if (placement) *placement = it->second.generation == generation ? it->second.placement : Placement::Undecided;
       return it->second.signature;
     }
   }
@@ -506,8 +505,8 @@ std::shared_ptr<RegionCapture> FusedScheduler::capture_of(const Region& r,
     if (p.kind == Signature::Param::Rng ||
         (p.kind == Signature::Param::Scalar && calls[p.call]->args[p.index].host_tensor))
       return nullptr;  // not a constant of the graph
-    cap->constants.push_back(p.kind == Signature::Param::Slot ? nullptr
-                                                              : launcher_.constant_param(p, calls.data(), refs, r.device));
+    cap->constants.push_back(
+        p.kind == Signature::Param::Slot ? nullptr : launcher_.constant_param(p, calls.data(), refs, r.device));
   }
   return cap;
 }

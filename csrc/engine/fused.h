@@ -245,13 +245,13 @@ class FusedScheduler {
 
   // The region lock, and what it guards.
   std::recursive_mutex mu_;
-  std::condition_variable_any unsealed_;  // a sealed region's storages were unsealed
-  std::unique_ptr<Region> region_;        // the open region
+  std::condition_variable_any unsealed_;                // a sealed region's storages were unsealed
+  std::unique_ptr<Region> region_;                      // the open region
   std::vector<std::unique_ptr<Region>> spare_regions_;  // ran, for the next seal
-  StreamPeriod period_;  // the op stream since the last sync point
-  RecentPeriod recent_;  // its recent calls (join())
-  bool capped_ = false;  // a cap cut the stream since the last sync point
-  bool flushing_ = false;  // the open region runs under the lock
+  StreamPeriod period_;                                 // the op stream since the last sync point
+  RecentPeriod recent_;                                 // its recent calls (join())
+  bool capped_ = false;                                 // a cap cut the stream since the last sync point
+  bool flushing_ = false;                               // the open region runs under the lock
   // Capture (begin_capture): the capturing thread, whether the region is
   // still one region of its calls, whether the next flush records it.
   std::thread::id capture_thread_;

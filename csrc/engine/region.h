@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "engine/bucket_plan.h"
-#include "engine/key.h"
 #include "engine/call.h"
+#include "engine/key.h"
 
 namespace torch_pjrt::engine {
 
@@ -83,12 +83,12 @@ class Region {
   std::vector<std::shared_ptr<const BucketPlan>> plans;  // per call (null: exact)
   std::vector<Slot*> slots;                              // region numbering: first reference
   std::vector<DType> slot_dtypes;
-  std::vector<uint8_t> dead;    // per slot
-  std::vector<uint8_t> born;    // per slot: first referenced by a write of all of it (cache.cc)
-  std::vector<uint8_t> zeroed;  // per slot: read as zeros (SlotNumbering::zeroed)
+  std::vector<uint8_t> dead;         // per slot
+  std::vector<uint8_t> born;         // per slot: first referenced by a write of all of it (cache.cc)
+  std::vector<uint8_t> zeroed;       // per slot: read as zeros (SlotNumbering::zeroed)
   std::vector<const char*> writers;  // per slot: the ATen name of the call that wrote it last (nullptr: none)
-  bool zero_unwritten = true;   // SlotNumbering::zero_unwritten, for the calls that join
-  int64_t fresh_bytes = 0;      // bytes of the fresh results joined so far
+  bool zero_unwritten = true;        // SlotNumbering::zero_unwritten, for the calls that join
+  int64_t fresh_bytes = 0;           // bytes of the fresh results joined so far
 
  private:
   std::vector<int64_t> words_;

@@ -83,7 +83,7 @@ CompletionPtr Transfers::upload(Slot& slot, const void* src, hlo::DType dtype, s
       std::memcpy(staging->data, src, static_cast<size_t>(slot.nbytes));
       void* data = staging->data;
       runtime::BufferPtr buffer = client_.lend_host(data, type, dims, slot.device,
-                                                     [staging = std::move(staging)]() mutable { staging.reset(); });
+                                                    [staging = std::move(staging)]() mutable { staging.reset(); });
       slot.set({std::move(buffer), dtype, nullptr});
       done->arrive();
     } catch (const std::exception& e) {

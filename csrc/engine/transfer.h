@@ -20,7 +20,6 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <memory>
 #include <mutex>
 #include <thread>
