@@ -4,7 +4,9 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "torch/device.h"
 
@@ -42,6 +44,19 @@ class TpuAllocator final : public c10::DeviceAllocator {
       stat->peak = e.peak_allocated_bytes(d);
     }
     return s;
+  }
+  // torch.accelerator.get_memory_info, torch.tpu.mem_get_info: (free, total)
+  // bytes. Total: the device's memory (the plugin's bytes_limit; the host's
+  // physical memory on the CPU plugin). Free: total less what the plugin
+  // reports in use, or, when it reports nothing, less this process's live
+  // buffers and reserved storages (memory_allocated).
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex d) override {
+    check_device(d);
+    Engine& e = Engine::get();
+    const int64_t total = std::max<int64_t>(e.client().device_bytes_limit(d), 0);
+    int64_t used = e.client().device_bytes_in_use(d);
+    if (used < 0) used = e.allocated_bytes(d);
+    return {static_cast<size_t>(std::max<int64_t>(total - used, 0)), static_cast<size_t>(total)};
   }
   void resetAccumulatedStats(c10::DeviceIndex) override {}
   void resetPeakStats(c10::DeviceIndex d) override { Engine::get().reset_peak(d); }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import sys
 import types
@@ -257,6 +258,35 @@ def get_device_name(device=None) -> str:
 
     info = platform()
     return f"{info.get('platform_name', 'pjrt')} ({info.get('platform')})"
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of a tpu device, as torch.cuda.mem_get_info: total is the device's memory (the host's
+    physical memory on the CPU plugin), free is total less what is in use."""
+    return torch.accelerator.get_memory_info(torch.device("tpu", _index(device)))
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProperties:
+    """What torch.tpu.get_device_properties reports (the fields CUDA's properties share: name, total_memory)."""
+
+    name: str
+    platform: str
+    index: int
+    total_memory: int
+
+
+def get_device_properties(device=None) -> DeviceProperties:
+    """The properties of a tpu device, as torch.cuda.get_device_properties: its name, platform and total memory."""
+    from . import platform
+
+    index = _index(device)
+    return DeviceProperties(
+        name=get_device_name(index),
+        platform=str(platform().get("platform")),
+        index=index,
+        total_memory=mem_get_info(index)[1],
+    )
 
 
 # ---- eager modes, with the names Google's TorchTPU uses

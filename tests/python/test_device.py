@@ -205,3 +205,26 @@ def test_memory_stats_and_summary_follow_live_buffers():
     assert "allocated memory" in torch.tpu.memory_summary()
     del x
     assert torch.tpu.memory_stats()["allocated_bytes.all.current"] == before
+
+
+def test_memory_info_and_device_properties_as_cuda_reports_them():
+    """torch.tpu.mem_get_info, torch.accelerator.get_memory_info and torch.tpu.get_device_properties (what
+    accelerate's device_map="auto" and TorchTitan's metrics ask): total is the device's memory (the host's physical
+    memory on the CPU plugin), and free drops by a new storage's bytes."""
+    import os
+
+    import torch_pjrt
+
+    free, total = torch.tpu.mem_get_info(0)
+    assert torch.accelerator.get_memory_info(0) == (free, total)
+    assert 0 < free <= total
+    props = torch.tpu.get_device_properties(0)
+    assert props.total_memory == total and props.index == 0 and props.name == torch.tpu.get_device_name(0)
+    if torch_pjrt.platform()["platform"] == "cpu":
+        assert total == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        a = torch.empty(1 << 20, device="tpu")
+        assert torch.tpu.mem_get_info(0) == (free - a.nbytes, total)
+        del a
+        assert torch.tpu.mem_get_info(0) == (free, total)
+    with pytest.raises(RuntimeError, match="Invalid device"):
+        torch.tpu.mem_get_info(torch.tpu.device_count())
