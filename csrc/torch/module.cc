@@ -7,6 +7,9 @@
 namespace torch_pjrt::glue {
 
 std::vector<std::string> register_lowered_ops();
+namespace distributed {
+void bind(pybind11::module& m);  // distributed/bindings.cc
+}
 
 namespace {
 
@@ -185,6 +188,7 @@ PYBIND11_MODULE(_C, m) {
   }
 
   m.attr("TORCH_VERSION") = TORCH_PJRT_TORCH_VERSION;
+  distributed::bind(m);
   m.def("_configure", [](const std::string& path) { Engine::configure(path); });
   m.def("_register_ops", [] { return register_lowered_ops(); });
   m.def("_is_available", [] { return Engine::available(); });

@@ -43,6 +43,10 @@ from . import dynamo as _dynamo  # noqa: E402
 
 _dynamo.use_for_default_backend()  # torch.compile(model) of a tpu model picks the tpu backend
 
+from . import distributed as _distributed  # noqa: E402
+
+_distributed.register()  # init_process_group() and init_device_mesh("tpu", ...) pick tpu_dist
+
 __all__ = [
     "ZeroDivisionError",
     "eager_mode",

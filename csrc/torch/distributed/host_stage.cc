@@ -1,0 +1,58 @@
+#include "torch/distributed/host_stage.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+
+namespace torch_pjrt::glue::distributed {
+
+at::Tensor HostStage::stage(const at::Tensor& t, bool read, bool written) {
+  if (written) results_.push_back(t);
+  if (!t.defined() || t.device().is_cpu()) return t;
+  staged_ = true;
+  // Staging is not part of the autograd graph (the host engine is not).
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU));
+  if (read) host.copy_(t);
+  if (written) pending_.push_back({t, host});
+  return host;
+}
+
+at::Tensor HostStage::input(const at::Tensor& t) { return stage(t, true, false); }
+at::Tensor HostStage::output(const at::Tensor& t) { return stage(t, false, true); }
+at::Tensor HostStage::input_output(const at::Tensor& t) { return stage(t, true, true); }
+
+std::vector<at::Tensor> HostStage::inputs(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> host;
+  for (const auto& t : ts) host.push_back(input(t));
+  return host;
+}
+
+std::vector<at::Tensor> HostStage::outputs(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> host;
+  for (const auto& t : ts) host.push_back(output(t));
+  return host;
+}
+
+std::vector<at::Tensor> HostStage::inputs_outputs(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> host;
+  for (const auto& t : ts) host.push_back(input_output(t));
+  return host;
+}
+
+std::vector<std::vector<at::Tensor>> HostStage::inputs(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> host;
+  for (const auto& l : lists) host.push_back(inputs(l));
+  return host;
+}
+
+std::vector<std::vector<at::Tensor>> HostStage::outputs(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> host;
+  for (const auto& l : lists) host.push_back(outputs(l));
+  return host;
+}
+
+void HostStage::write_back() const {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  for (const auto& p : pending_) p.device.copy_(p.host);
+}
+
+}  // namespace torch_pjrt::glue::distributed
