@@ -32,24 +32,78 @@ c10d::ReduceOp premultiply(const c10d::ReduceOp& op, std::vector<at::Tensor>& ho
   return c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
 
+// FNV-1a over the op, its root, and each tensor's dtype and sizes.
+int64_t fingerprint(OpType type, int64_t root, const std::vector<at::Tensor>& tensors) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](int64_t v) {
+    h ^= static_cast<uint64_t>(v);
+    h *= 1099511628211ull;
+  };
+  mix(static_cast<int64_t>(type));
+  mix(root);
+  for (const auto& t : tensors) {
+    mix(static_cast<int64_t>(t.scalar_type()));
+    mix(t.dim());
+    for (int64_t s : t.sizes()) mix(s);
+  }
+  return static_cast<int64_t>(h);
+}
+
+// "Float[4, 5], Long[]"
+std::string describe(const std::vector<at::Tensor>& tensors) {
+  std::string s;
+  for (const auto& t : tensors) {
+    if (!s.empty()) s += ", ";
+    s += std::string(c10::toString(t.scalar_type())) + "[";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+    s += "]";
+  }
+  return s;
+}
+
+bool point_to_point(OpType type) {
+  return type == OpType::SEND || type == OpType::RECV || type == OpType::RECVANYSOURCE;
+}
+
+bool check_agreement_from_env() {
+  const char* v = std::getenv("TORCH_PJRT_DIST_CHECK");
+  return !(v && std::string(v) == "0");
+}
+
 }  // namespace
 
 ProcessGroupTpu::ProcessGroupTpu(c10::intrusive_ptr<c10d::Backend> host, int rank, int size)
-    : Backend(rank, size), host_(std::move(host)) {
+    : Backend(rank, size), host_(std::move(host)), check_agreement_(check_agreement_from_env()) {
   TORCH_CHECK(host_, "tpu_dist needs a host collective backend");
   TORCH_CHECK(host_->getRank() == rank && host_->getSize() == size, "tpu_dist: the host backend is rank ",
               host_->getRank(), " of ", host_->getSize(), ", expected ", rank, " of ", size);
+}
+
+void ProcessGroupTpu::agree(OpType type, const char* name, int64_t root, const std::vector<at::Tensor>& must_match) {
+  if (!check_agreement_ || getSize() == 1 || point_to_point(type)) return;
+  at::Tensor mine = at::full({1}, fingerprint(type, root, must_match), at::kLong);
+  at::Tensor all = at::empty({getSize()}, at::kLong);
+  host_->_allgather_base(all, mine, c10d::AllgatherOptions())->wait();
+  const int64_t* f = all.const_data_ptr<int64_t>();
+  std::string differ;
+  for (int r = 0; r < getSize(); ++r)
+    if (f[r] != f[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  TORCH_CHECK_VALUE(differ.empty(), "tpu_dist: the ranks did not call the same collective: rank(s) ", differ,
+                    " passed another op, dtype or shape than rank 0 (this rank, ", getRank(), ", called ", name,
+                    " with ", describe(must_match),
+                    "). Every rank must call the same collective with the same dtypes "
+                    "and shapes.");
 }
 
 WorkPtr ProcessGroupTpu::carry_out(OpType type, const char* name, HostStage stage,
                                    const std::function<WorkPtr()>& launch) {
   WorkPtr host_work = launch();
   if (!stage.staged()) return host_work;
-  const bool host_has_future = type != OpType::SEND && type != OpType::RECV && type != OpType::RECVANYSOURCE;
-  return StagedWork::start(getRank(), type, name, std::move(host_work), std::move(stage), host_has_future);
+  return StagedWork::start(getRank(), type, name, std::move(host_work), std::move(stage));
 }
 
 WorkPtr ProcessGroupTpu::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  agree(OpType::BROADCAST, "broadcast", opts.rootRank, tensors);
   HostStage stage;
   auto host = getRank() == opts.rootRank ? stage.inputs(tensors) : stage.outputs(tensors);
   return carry_out(OpType::BROADCAST, "tpu_dist:broadcast", std::move(stage),
@@ -57,6 +111,7 @@ WorkPtr ProcessGroupTpu::broadcast(std::vector<at::Tensor>& tensors, const c10d:
 }
 
 WorkPtr ProcessGroupTpu::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  agree(OpType::ALLREDUCE, "all_reduce", opts.reduceOp, tensors);
   HostStage stage;
   auto host = stage.inputs_outputs(tensors);
   c10d::AllreduceOptions host_opts = opts;
@@ -67,6 +122,7 @@ WorkPtr ProcessGroupTpu::allreduce(std::vector<at::Tensor>& tensors, const c10d:
 
 WorkPtr ProcessGroupTpu::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                              const c10d::AllreduceCoalescedOptions& opts) {
+  agree(OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", opts.reduceOp, tensors);
   HostStage stage;
   auto host = stage.inputs_outputs(tensors);
   c10d::AllreduceCoalescedOptions host_opts = opts;
@@ -76,6 +132,7 @@ WorkPtr ProcessGroupTpu::allreduce_coalesced(std::vector<at::Tensor>& tensors,
 }
 
 WorkPtr ProcessGroupTpu::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  agree(OpType::REDUCE, "reduce", opts.rootRank * 256 + opts.reduceOp, tensors);
   HostStage stage;
   auto host = stage.inputs_outputs(tensors);
   c10d::ReduceOptions host_opts = opts;
@@ -85,6 +142,7 @@ WorkPtr ProcessGroupTpu::reduce(std::vector<at::Tensor>& tensors, const c10d::Re
 
 WorkPtr ProcessGroupTpu::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                    const c10d::AllgatherOptions& opts) {
+  agree(OpType::ALLGATHER, "all_gather", 0, inputs);
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);
@@ -93,6 +151,7 @@ WorkPtr ProcessGroupTpu::allgather(std::vector<std::vector<at::Tensor>>& outputs
 }
 
 WorkPtr ProcessGroupTpu::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  agree(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", 0, {input});
   HostStage stage;
   at::Tensor host_in = stage.input(input);
   at::Tensor host_out = stage.output(output);
@@ -102,6 +161,7 @@ WorkPtr ProcessGroupTpu::_allgather_base(at::Tensor& output, at::Tensor& input, 
 
 WorkPtr ProcessGroupTpu::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                              std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  agree(OpType::ALLGATHER_COALESCED, "all_gather_coalesced", 0, inputs);
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);
@@ -112,6 +172,7 @@ WorkPtr ProcessGroupTpu::allgather_coalesced(std::vector<std::vector<at::Tensor>
 WorkPtr ProcessGroupTpu::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                          std::vector<at::Tensor>& inputs,
                                                          const c10d::AllgatherOptions& opts) {
+  agree(OpType::COALESCED, "all_gather_into_tensor_coalesced", 0, inputs);
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);
@@ -121,6 +182,7 @@ WorkPtr ProcessGroupTpu::allgather_into_tensor_coalesced(std::vector<at::Tensor>
 
 WorkPtr ProcessGroupTpu::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                 const c10d::GatherOptions& opts) {
+  agree(OpType::GATHER, "gather", opts.rootRank, inputs);
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);
@@ -130,6 +192,7 @@ WorkPtr ProcessGroupTpu::gather(std::vector<std::vector<at::Tensor>>& outputs, s
 
 WorkPtr ProcessGroupTpu::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                  const c10d::ScatterOptions& opts) {
+  agree(OpType::SCATTER, "scatter", opts.rootRank, outputs);
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);
@@ -139,6 +202,7 @@ WorkPtr ProcessGroupTpu::scatter(std::vector<at::Tensor>& outputs, std::vector<s
 
 WorkPtr ProcessGroupTpu::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                         const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::REDUCE_SCATTER, "reduce_scatter", opts.reduceOp, outputs);
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);
@@ -153,6 +217,7 @@ WorkPtr ProcessGroupTpu::reduce_scatter(std::vector<at::Tensor>& outputs, std::v
 
 WorkPtr ProcessGroupTpu::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                               const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", opts.reduceOp, {output});
   HostStage stage;
   std::vector<at::Tensor> host_in{stage.input(input)};
   at::Tensor host_out = stage.output(output);
@@ -165,6 +230,7 @@ WorkPtr ProcessGroupTpu::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
 WorkPtr ProcessGroupTpu::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                          std::vector<at::Tensor>& inputs,
                                                          const c10d::ReduceScatterOptions& opts) {
+  agree(OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);
@@ -177,6 +243,7 @@ WorkPtr ProcessGroupTpu::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>
 
 WorkPtr ProcessGroupTpu::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                                        std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  agree(OpType::ALLTOALL_BASE, "all_to_all_single", static_cast<int64_t>(input.scalar_type()), {});
   HostStage stage;
   at::Tensor host_in = stage.input(input);
   at::Tensor host_out = stage.output(output);
@@ -187,6 +254,7 @@ WorkPtr ProcessGroupTpu::alltoall_base(at::Tensor& output, at::Tensor& input, st
 
 WorkPtr ProcessGroupTpu::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                   const c10d::AllToAllOptions& opts) {
+  agree(OpType::ALLTOALL, "all_to_all", inputs.empty() ? -1 : static_cast<int64_t>(inputs[0].scalar_type()), {});
   HostStage stage;
   auto host_in = stage.inputs(inputs);
   auto host_out = stage.outputs(outputs);

@@ -17,6 +17,14 @@
 // What the host engine lacks is done on the staged host tensors: PREMUL_SUM
 // (scaled, then summed).
 //
+// Agreement: a collective whose ranks pass different dtypes or shapes makes
+// Gloo abort the process (an EnforceNotMet thrown on its transport thread).
+// Before each collective (not send/recv) the ranks exchange a fingerprint of
+// the op and of the dtypes and shapes that must match, over the host engine,
+// and every rank raises a ValueError naming the ranks that differ.
+// TORCH_PJRT_DIST_CHECK=0 leaves the exchange out (one small allgather per
+// collective).
+//
 // Thread-safety: as c10d asks of a Backend; the host engine orders the
 // collectives that one thread issues.
 #pragma once
@@ -91,7 +99,12 @@ class ProcessGroupTpu : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> carry_out(c10d::OpType type, const char* name, HostStage stage,
                                            const std::function<c10::intrusive_ptr<c10d::Work>()>& launch);
 
+  // Raises on every rank unless all ranks call the same op with the same
+  // dtypes and shapes of `must_match` (see "Agreement").
+  void agree(c10d::OpType type, const char* name, int64_t root, const std::vector<at::Tensor>& must_match);
+
   c10::intrusive_ptr<c10d::Backend> host_;
+  const bool check_agreement_;
 };
 
 }  // namespace torch_pjrt::glue::distributed

@@ -13,12 +13,18 @@ StagedWork::StagedWork(int rank, c10d::OpType type, const char* name, c10::intru
       host_has_future_(host_has_future) {}
 
 c10::intrusive_ptr<StagedWork> StagedWork::start(int rank, c10d::OpType type, const char* name,
-                                                 c10::intrusive_ptr<c10d::Work> host, HostStage stage,
-                                                 bool host_has_future) {
-  auto work = c10::make_intrusive<StagedWork>(rank, type, name, std::move(host), std::move(stage), host_has_future);
-  if (host_has_future) {
+                                                 c10::intrusive_ptr<c10d::Work> host, HostStage stage) {
+  // Work has no way to ask whether getFuture() is supported but to call it
+  // (Gloo's send, recv and reduce_scatter works raise).
+  c10::intrusive_ptr<c10::ivalue::Future> host_future;
+  try {
+    host_future = host->getFuture();
+  } catch (const c10::Error&) {
+  }
+  auto work = c10::make_intrusive<StagedWork>(rank, type, name, std::move(host), std::move(stage), bool(host_future));
+  if (host_future) {
     // The callback holds the work alive until it has run.
-    work->host_->getFuture()->addCallback(
+    host_future->addCallback(
         [work](c10::ivalue::Future& done) { work->finish(done.hasError() ? done.exception_ptr() : nullptr); });
   }
   return work;

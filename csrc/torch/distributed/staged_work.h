@@ -1,13 +1,13 @@
 // The Work of a host-staged collective: completes when the host engine's work
 // has completed and the results are written back into the caller's tensors.
 //
-// Completion: where the host work has a future (every Gloo collective), its
+// Completion: where the host work has a future (most Gloo collectives), its
 // callback writes back and completes this work's future on the host engine's
 // thread, so `get_future()` (DDP's comm hooks) and `async_op=True` overlap
-// with what the caller does next. Point-to-point host work (Gloo's send and
-// recv) has no future: the first wait() or isCompleted() that sees it done
-// writes back. Errors of the host work or of the write-back are set on the
-// future and rethrown by wait(), with their own exception class.
+// with what the caller does next. Host work without a future (Gloo's send,
+// recv and reduce_scatter) is written back by the first wait() or
+// isCompleted() that sees it done; its future completes then. Errors of the host work or of the write-back are set on
+// the future and rethrown by wait(), with their own exception class.
 //
 // Thread-safety: every method may be called from any thread; the write-back
 // runs exactly once (std::call_once).
@@ -23,10 +23,9 @@ namespace torch_pjrt::glue::distributed {
 class StagedWork : public c10d::Work {
  public:
   // `host`: the host engine's work over `stage`'s host tensors.
-  // `host_has_future`: whether host->getFuture() is supported.
   static c10::intrusive_ptr<StagedWork> start(int rank, c10d::OpType type, const char* name,
-                                              c10::intrusive_ptr<c10d::Work> host, HostStage stage,
-                                              bool host_has_future);
+                                              c10::intrusive_ptr<c10d::Work> host, HostStage stage);
+  // `host_has_future`: whether host->getFuture() is supported (use start()).
   StagedWork(int rank, c10d::OpType type, const char* name, c10::intrusive_ptr<c10d::Work> host, HostStage stage,
              bool host_has_future);
 

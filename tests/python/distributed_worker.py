@@ -1,0 +1,363 @@
+"""One rank of a distributed test scenario (launched by distributed_launch.run_ranks).
+
+Usage: python distributed_worker.py SCENARIO. Each check prints ``RESULT ["name", "ok" | what went wrong]``; the test
+asserts on what every rank printed. A scenario compares ``tpu`` against CPU tensors with Gloo in the same processes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import torch_pjrt  # noqa: F401  (the tpu device and tpu_dist)
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+TPU = torch.device("tpu", int(os.environ.get("LOCAL_RANK", "0")) % torch.tpu.device_count())
+
+
+def report(name: str, verdict: str = "ok") -> None:
+    print("RESULT " + json.dumps([name, verdict]), flush=True)
+
+
+def check(name: str, fn) -> None:
+    try:
+        verdict = fn()
+        report(name, "ok" if verdict in (None, True) else str(verdict))
+    except Exception as e:  # noqa: BLE001  (reported, and the scenario goes on)
+        report(name, f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}")
+
+
+def init(backend=None, seconds: float = 60) -> None:
+    timeout = datetime.timedelta(seconds=seconds)
+    if backend is None:
+        dist.init_process_group(timeout=timeout)
+    else:
+        dist.init_process_group(backend, timeout=timeout)
+
+
+# ---------------------------------------------------------------- collectives
+
+DTYPES = [
+    torch.float32,
+    torch.bfloat16,
+    torch.float16,
+    torch.float64,
+    torch.int32,
+    torch.int64,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+]
+
+
+def data(shape, dtype, device, salt: int = 0) -> torch.Tensor:
+    n = 1
+    for s in shape:
+        n *= s
+    base = (torch.arange(n).reshape(shape) % 5) + RANK + 1 + salt
+    t = (base % 2 == 0) if dtype == torch.bool else base.to(dtype)
+    return t.to(device)
+
+
+def _all_reduce(op):
+    def run(dev, dt):
+        x = data((3, 4), dt, dev)
+        dist.all_reduce(x, op=op)
+        return [x]
+
+    return run
+
+
+def _premul_sum(dev, dt):
+    x = data((3, 4), dt, dev)
+    if dev == "cpu":  # Gloo has no PREMUL_SUM: the reference is SUM of the scaled inputs
+        x.mul_(0.5)
+        dist.all_reduce(x)
+    else:
+        dist.all_reduce(x, op=dist._make_nccl_premul_sum(0.5))
+    return [x]
+
+
+def _broadcast(dev, dt):
+    x = data((5,), dt, dev)
+    dist.broadcast(x, src=1)
+    return [x]
+
+
+def _all_gather(dev, dt):
+    outs = [torch.zeros(3, dtype=dt, device=dev) for _ in range(WORLD)]
+    dist.all_gather(outs, data((3,), dt, dev))
+    return outs
+
+
+def _all_gather_into_tensor(dev, dt):
+    out = torch.zeros(WORLD * 2, 3, dtype=dt, device=dev)
+    dist.all_gather_into_tensor(out, data((2, 3), dt, dev))
+    return [out]
+
+
+def _reduce_scatter(dev, dt):
+    out = torch.zeros(3, dtype=dt, device=dev)
+    dist.reduce_scatter(out, [data((3,), dt, dev, salt=i) for i in range(WORLD)])
+    return [out]
+
+
+def _reduce_scatter_tensor(dev, dt):
+    out = torch.zeros(2, 3, dtype=dt, device=dev)
+    dist.reduce_scatter_tensor(out, data((WORLD * 2, 3), dt, dev))
+    return [out]
+
+
+def _all_to_all_single(dev, dt):
+    inp = data((WORLD * 2,), dt, dev)
+    out = torch.zeros(WORLD * 2, dtype=dt, device=dev)
+    dist.all_to_all_single(out, inp)
+    # Uneven splits: rank r sends r + 1 elements to each peer.
+    inp2 = data((WORLD * (RANK + 1),), dt, dev)
+    out2 = torch.zeros(sum(r + 1 for r in range(WORLD)), dtype=dt, device=dev)
+    dist.all_to_all_single(out2, inp2, [r + 1 for r in range(WORLD)], [RANK + 1] * WORLD)
+    return [out, out2]
+
+
+def _all_to_all(dev, dt):
+    outs = [torch.zeros(2, dtype=dt, device=dev) for _ in range(WORLD)]
+    dist.all_to_all(outs, [data((2,), dt, dev, salt=i) for i in range(WORLD)])
+    return outs
+
+
+def _gather(dev, dt):
+    outs = [torch.zeros(3, dtype=dt, device=dev) for _ in range(WORLD)] if RANK == 0 else None
+    dist.gather(data((3,), dt, dev), outs, dst=0)
+    return outs or []
+
+
+def _scatter(dev, dt):
+    out = torch.zeros(3, dtype=dt, device=dev)
+    ins = [data((3,), dt, dev, salt=i) for i in range(WORLD)] if RANK == 0 else None
+    dist.scatter(out, ins, src=0)
+    return [out]
+
+
+def _reduce(dev, dt):
+    x = data((4,), dt, dev)
+    dist.reduce(x, dst=0)
+    return [x] if RANK == 0 else []
+
+
+def _send_recv(dev, dt):
+    x = data((4,), dt, dev)
+    got = torch.zeros(4, dtype=dt, device=dev)
+    peer = (RANK + 1) % WORLD
+    if RANK % 2 == 0:
+        dist.send(x, peer)
+        dist.recv(got, peer)
+    else:
+        dist.recv(got, (RANK - 1) % WORLD)
+        dist.send(x, (RANK - 1) % WORLD)
+    return [got]
+
+
+def _functional(dev, dt):
+    import torch.distributed._functional_collectives as funcol
+
+    group = dist.group.WORLD
+    a = funcol.all_reduce(data((3,), dt, dev), "sum", group)
+    g = funcol.all_gather_tensor(data((2,), dt, dev), 0, group)
+    r = funcol.reduce_scatter_tensor(data((WORLD * 2,), dt, dev), "sum", 0, group)
+    gs = funcol.all_gather_into_tensor_coalesced([data((2,), dt, dev), data((1,), dt, dev)], group)
+    return [funcol.wait_tensor(t) for t in (a, g, r, *gs)]
+
+
+COLLECTIVES = {
+    "all_reduce_sum": _all_reduce(dist.ReduceOp.SUM),
+    "all_reduce_avg": _all_reduce(dist.ReduceOp.AVG),
+    "all_reduce_max": _all_reduce(dist.ReduceOp.MAX),
+    "all_reduce_min": _all_reduce(dist.ReduceOp.MIN),
+    "all_reduce_product": _all_reduce(dist.ReduceOp.PRODUCT),
+    "all_reduce_premul_sum": _premul_sum,
+    "broadcast": _broadcast,
+    "all_gather": _all_gather,
+    "all_gather_into_tensor": _all_gather_into_tensor,
+    "reduce_scatter": _reduce_scatter,
+    "reduce_scatter_tensor": _reduce_scatter_tensor,
+    "all_to_all_single": _all_to_all_single,
+    "all_to_all": _all_to_all,
+    "gather": _gather,
+    "scatter": _scatter,
+    "reduce": _reduce,
+    "send_recv": _send_recv,
+    "functional": _functional,
+}
+
+
+def _outcome(fn, dev, dt):
+    try:
+        return fn(dev, dt), None
+    except Exception as e:  # noqa: BLE001
+        return None, e
+
+
+def _compare(name, fn, dt):
+    want, want_err = _outcome(fn, "cpu", dt)
+    got, got_err = _outcome(fn, TPU, dt)
+    if want_err is not None or got_err is not None:
+        if type(want_err) is not type(got_err):
+            return f"CPU raised {want_err!r}, tpu raised {got_err!r}"
+        return None
+    if len(want) != len(got):
+        return f"{len(got)} results, CPU gave {len(want)}"
+    for w, g in zip(want, got):
+        if g.device.type != "tpu" or g.dtype != w.dtype or not torch.equal(g.cpu(), w):
+            return f"tpu gave {g.cpu()!r} ({g.dtype}), CPU gave {w!r} ({w.dtype})"
+    return None
+
+
+def scenario_collectives():
+    init()
+    for dt in DTYPES:
+        for name, fn in COLLECTIVES.items():
+            if name == "all_reduce_premul_sum" and not (dt.is_floating_point or dt.is_complex):
+                continue
+            check(f"{name}[{str(dt).removeprefix('torch.')}]", lambda fn=fn, name=name, dt=dt: _compare(name, fn, dt))
+    _semantics()
+    dist.destroy_process_group()
+
+
+def _semantics():
+    def same_tensor():
+        x = data((4,), torch.float32, TPU)
+        ident, ptr, storage = id(x), x.data_ptr(), x.untyped_storage().data_ptr()
+        dist.all_reduce(x)
+        assert id(x) == ident and x.data_ptr() == ptr and x.untyped_storage().data_ptr() == storage
+
+    def view_written_through():
+        base = torch.zeros(3, 4, device=TPU)
+        view = base[1]
+        view.add_(RANK + 1)
+        dist.all_reduce(view)
+        want = torch.zeros(3, 4)
+        want[1] = sum(r + 1 for r in range(WORLD))
+        assert torch.equal(base.cpu(), want), base.cpu()
+
+    def non_contiguous():
+        x = data((3, 4), torch.float32, TPU).t()
+        want = data((3, 4), torch.float32, "cpu").t().contiguous()
+        dist.all_reduce(want)
+        dist.all_reduce(x)
+        assert x.stride() == (1, 4) and torch.equal(x.cpu(), want)
+
+    def zero_dim():
+        x = torch.tensor(float(RANK + 1), device=TPU)
+        dist.all_reduce(x)
+        y = torch.tensor(RANK, device=TPU)
+        dist.broadcast(y, src=1)
+        assert x.dim() == 0 and x.item() == sum(r + 1 for r in range(WORLD)) and y.item() == 1
+
+    def async_work_and_future():
+        x = data((4,), torch.float32, TPU)
+        want = data((4,), torch.float32, "cpu")
+        dist.all_reduce(want)
+        work = dist.all_reduce(x, async_op=True)
+        value = work.get_future().wait()
+        assert work.wait() and work.is_completed() and value[0] is x and torch.equal(x.cpu(), want)
+
+    def async_p2p():
+        x = data((4,), torch.float32, TPU)
+        got = torch.zeros(4, device=TPU)
+        peer = RANK ^ 1
+        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer), dist.P2POp(dist.irecv, got, peer)])
+        for w in works:
+            w.wait()
+        assert torch.equal(got.cpu(), data((4,), torch.float32, "cpu").add(1 - 2 * RANK))
+
+    def objects_and_barrier():
+        objs = [None] * WORLD
+        dist.all_gather_object(objs, {"rank": RANK})
+        dist.barrier()
+        assert objs == [{"rank": r} for r in range(WORLD)]
+
+    def mismatch_raises_and_group_survives():
+        x = torch.ones(4 + RANK, device=TPU)
+        try:
+            dist.all_reduce(x)
+        except ValueError as e:
+            assert "did not call the same collective" in str(e), e
+        else:
+            raise AssertionError("a shape mismatch did not raise")
+        y = torch.ones(2, device=TPU)
+        dist.all_reduce(y)
+        assert y.cpu().tolist() == [float(WORLD)] * 2
+
+    for fn in (
+        same_tensor,
+        view_written_through,
+        non_contiguous,
+        zero_dim,
+        async_work_and_future,
+        async_p2p,
+        objects_and_barrier,
+        mismatch_raises_and_group_survives,
+    ):
+        check(fn.__name__, fn)
+
+
+# ---------------------------------------------------------------- init forms and failures
+
+
+def scenario_init_forms():
+    from torch.distributed.device_mesh import init_device_mesh
+
+    for form in (None, "tpu_dist", "cpu:gloo,tpu:tpu_dist"):
+
+        def run(form=form):
+            init(form)
+            x = torch.full((2,), float(RANK + 1), device=TPU)
+            c = torch.full((2,), float(RANK + 1))
+            dist.all_reduce(x)
+            dist.all_reduce(c)
+            dist.barrier()
+            total = float(sum(r + 1 for r in range(WORLD)))
+            assert x.cpu().tolist() == [total] * 2 and c.tolist() == [total] * 2
+            dist.destroy_process_group()
+
+        check(f"init[{form}]", run)
+
+    def mesh():
+        m = init_device_mesh("tpu", (WORLD,))
+        x = torch.full((2,), float(RANK + 1), device=TPU)
+        dist.all_reduce(x, group=m.get_group())
+        assert m.device_type == "tpu" and x.cpu().tolist() == [float(sum(r + 1 for r in range(WORLD)))] * 2
+        dist.destroy_process_group()
+
+    check("init_device_mesh", mesh)
+
+
+def scenario_killed_rank():
+    init(seconds=8)
+    x = torch.ones(2, device=TPU)
+    dist.all_reduce(x)
+    if RANK == 1:
+        os._exit(0)  # dies without a word
+    import time
+
+    start = time.monotonic()
+    try:
+        for _ in range(3):
+            dist.all_reduce(x)
+        report("survivor_raised", "a dead peer did not make all_reduce raise")
+    except Exception as e:  # noqa: BLE001
+        took = time.monotonic() - start
+        report("survivor_raised", "ok" if took < 30 else f"raised after {took:.1f} s: {e!r}")
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    globals()["scenario_" + sys.argv[1]]()

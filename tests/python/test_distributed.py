@@ -1,0 +1,28 @@
+"""tpu_dist in two real processes on loopback: each collective and dtype against Gloo on CPU tensors in the same
+processes, the three ways to initialise, Work semantics, mismatches and a dead rank."""
+
+import pytest
+import torch.distributed as dist
+from distributed_launch import explain, run_ranks
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
+
+
+def _assert_all_ok(ranks, expect_checks=1):
+    for i, r in enumerate(ranks):
+        assert len(r.results) >= expect_checks, f"rank {i} reported {len(r.results)} checks\n" + explain(ranks)
+        assert not r.failures(), f"rank {i} failed: " + "\n".join(f"{k}: {v}" for k, v in r.failures().items())
+        assert r.rc == 0, explain(ranks)
+
+
+def test_every_collective_and_dtype_matches_gloo_on_cpu_tensors():
+    _assert_all_ok(run_ranks("collectives"), expect_checks=150)
+
+
+def test_init_process_group_with_no_backend_tpu_dist_or_a_mixed_string_and_init_device_mesh():
+    _assert_all_ok(run_ranks("init_forms"), expect_checks=4)
+
+
+def test_a_killed_rank_makes_the_survivor_raise_within_the_timeout():
+    ranks = run_ranks("killed_rank", timeout=120)
+    assert ranks[0].results.get("survivor_raised") == "ok", explain(ranks)
