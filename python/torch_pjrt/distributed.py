@@ -46,17 +46,14 @@ def _complete(pg) -> None:
 
     ``init_process_group()`` (no backend) registers only the accelerator's backend and names GLOO, which it did not
     create, as the default; ``"cpu:gloo,tpu:tpu_dist"`` names no default (it compares upper-case plugin names with
-    lower-case backend names). Then ``barrier()`` and every collective of CPU tensors fail. Here CPU tensors, when no
-    backend takes them, go to tpu_dist (which hands them to its Gloo group), and a group without a usable default
-    backend gets tpu_dist's.
+    lower-case backend names). Then ``barrier()``, DDP's logger and every collective of CPU tensors fail. Here CPU
+    tensors, when no backend takes them, go to tpu_dist (which hands them to its Gloo group), and tpu_dist is the
+    group's default backend.
     """
     backend = pg._get_backend(torch.device("tpu"))
     if torch.device("cpu") not in pg._device_types:
         pg._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.CUSTOM, backend)
-    try:
-        pg.name()
-    except RuntimeError:
-        pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+    pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
 
 
 def _completing(helper):

@@ -359,5 +359,180 @@ def scenario_killed_rank():
     os._exit(0)
 
 
+# ---------------------------------------------------------------- DDP and MPMD
+
+MODE = os.environ.get("DIST_TEST_MODE", "strict")
+STEPS = 10
+BATCH = 8
+
+
+def _mlp(dtype=torch.float32):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(dtype)
+
+
+def _batches(dtype=torch.float32):
+    g = torch.Generator().manual_seed(1)
+    return [
+        (torch.randn(BATCH, 6, generator=g, dtype=dtype), torch.randn(BATCH, 3, generator=g, dtype=dtype))
+        for _ in range(STEPS)
+    ]
+
+
+def _reference():
+    """One process, the whole batch, float64 on CPU: the losses and parameters DDP must reach."""
+    model = _mlp(torch.float64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for x, y in _batches():
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x.double()), y.double())
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach() for p in model.parameters()]
+
+
+def _my_half(t):
+    n = t.shape[0] // WORLD
+    return t[RANK * n : (RANK + 1) * n]
+
+
+def _close(got, want, what, rtol=2e-5, atol=2e-6):
+    got = got.detach().cpu().double()
+    if not torch.allclose(got, want.double(), rtol=rtol, atol=atol):
+        raise AssertionError(f"{what}: max error {(got - want).abs().max().item():.3g}")
+
+
+def _same_on_every_rank(params):
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    everyone = [torch.empty_like(flat) for _ in range(WORLD)]
+    dist.all_gather(everyone, flat)
+    for r, other in enumerate(everyone):
+        if not torch.equal(other.cpu(), flat.cpu()):
+            raise AssertionError(f"rank {r}'s parameters differ bitwise from rank {RANK}'s")
+
+
+def _train_ddp(variant, checkpoint_dir=None):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(_mlp().to(TPU))
+    if variant == "comm_hook":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        model.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for step, (x, y) in enumerate(_batches()):
+        x, y = _my_half(x).to(TPU), _my_half(y).to(TPU)
+        opt.zero_grad()
+        if variant == "no_sync":  # two micro-batches, the first without an allreduce
+            half = x.shape[0] // 2
+            with model.no_sync():
+                (torch.nn.functional.mse_loss(model(x[:half]), y[:half]) / 2).backward()
+            loss2 = torch.nn.functional.mse_loss(model(x[half:]), y[half:]) / 2
+            loss2.backward()
+            with torch.no_grad():
+                loss = torch.nn.functional.mse_loss(model(x), y)
+        else:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+        opt.step()
+        global_loss = loss.detach().clone()
+        dist.all_reduce(global_loss, op=dist.ReduceOp.AVG)
+        losses.append(global_loss.item())
+        if checkpoint_dir and RANK == 0:  # MPMD: rank 0 alone saves, mid-loop
+            torch.save(model.module.state_dict(), os.path.join(checkpoint_dir, f"step{step}.pt"))
+    return losses, list(model.parameters())
+
+
+def scenario_ddp():
+    torch_pjrt.set_eager_mode(MODE)
+    init()
+    want_losses, want_params = _reference()
+    for variant in ("plain", "no_sync", "comm_hook"):
+
+        def run(variant=variant):
+            losses, params = _train_ddp(variant)
+            _close(torch.tensor(losses), torch.tensor(want_losses), "losses")
+            for i, (p, w) in enumerate(zip(params, want_params)):
+                _close(p, w, f"parameter {i}")
+            _same_on_every_rank(params)
+
+        check(f"ddp_{variant}", run)
+    dist.destroy_process_group()
+
+
+def scenario_mpmd():
+    """Ranks run different code between collectives, in fused mode: rank-divergent eager work, a rank-0-only
+    checkpoint inside a DDP loop, and a two-stage pipeline over send/recv."""
+    import tempfile
+
+    torch_pjrt.set_eager_mode("fused")
+    init()
+
+    def divergent():
+        x = torch.arange(6.0, device=TPU)
+        for step in range(6):
+            if RANK == 0:  # only rank 0 does extra work, with its own syncs and shapes
+                for k in range(step + 1):
+                    extra = torch.randn(k + 3, device=TPU).sum()
+                    _ = extra.item()
+            x = x * 2 + RANK
+            dist.all_reduce(x)
+        want = torch.arange(6.0, dtype=torch.float64)
+        for _ in range(6):
+            want = (want * 2) * WORLD + sum(range(WORLD))
+        _close(x, want, "divergent result", rtol=0, atol=0)
+
+    def rank0_checkpoint_in_ddp():
+        want_losses, want_params = _reference()
+        with tempfile.TemporaryDirectory() as d:
+            losses, params = _train_ddp("plain", checkpoint_dir=d)
+            if RANK == 0:
+                saved = torch.load(os.path.join(d, f"step{STEPS - 1}.pt"))
+                for p, s in zip(params, saved.values()):
+                    assert torch.equal(p.detach().cpu(), s.cpu())
+        _close(torch.tensor(losses), torch.tensor(want_losses), "losses")
+        for i, (p, w) in enumerate(zip(params, want_params)):
+            _close(p, w, f"parameter {i}")
+
+    def pipeline():
+        full = _mlp()
+        stage = (full[:2] if RANK == 0 else full[2:]).to(TPU)
+        opt = torch.optim.SGD(stage.parameters(), lr=0.1)
+        ref = _mlp(torch.float64)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        for x, y in _batches():
+            ref_opt.zero_grad()
+            ref_loss = torch.nn.functional.mse_loss(ref(x.double()), y.double())
+            ref_loss.backward()
+            ref_opt.step()
+            opt.zero_grad()
+            if RANK == 0:
+                h = stage(x.to(TPU))
+                dist.send(h.detach(), 1)
+                grad = torch.empty_like(h)
+                dist.recv(grad, 1)
+                h.backward(grad)
+            else:
+                h = torch.empty(BATCH, 16, device=TPU)
+                dist.recv(h, 0)
+                h.requires_grad_(True)
+                loss = torch.nn.functional.mse_loss(stage(h), y.to(TPU))
+                loss.backward()
+                dist.send(h.grad, 0)
+                _close(loss, torch.tensor(ref_loss.item()), "pipeline loss")
+            opt.step()
+        mine = ref[:2] if RANK == 0 else ref[2:]
+        for i, (p, w) in enumerate(zip(stage.parameters(), mine.parameters())):
+            _close(p, w, f"stage {RANK} parameter {i}")
+
+    if WORLD == 2:
+        for fn in (divergent, rank0_checkpoint_in_ddp, pipeline):
+            check(fn.__name__, fn)
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     globals()["scenario_" + sys.argv[1]]()

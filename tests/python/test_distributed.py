@@ -26,3 +26,12 @@ def test_init_process_group_with_no_backend_tpu_dist_or_a_mixed_string_and_init_
 def test_a_killed_rank_makes_the_survivor_raise_within_the_timeout():
     ranks = run_ranks("killed_rank", timeout=120)
     assert ranks[0].results.get("survivor_raised") == "ok", explain(ranks)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_ddp_on_two_ranks_matches_one_process_on_the_whole_batch(mode):
+    _assert_all_ok(run_ranks("ddp", env={"DIST_TEST_MODE": mode}), expect_checks=3)
+
+
+def test_mpmd_rank_divergent_code_a_rank0_checkpoint_in_ddp_and_a_send_recv_pipeline_in_fused_mode():
+    _assert_all_ok(run_ranks("mpmd"), expect_checks=3)
