@@ -20,12 +20,16 @@ runtime::ElementType element_type(DType t) { return static_cast<runtime::Element
 // programs on one pool of max(cores, devices) threads, so a device beyond
 // the cores adds a thread that competes for them (a GPT training step on 2
 // cores ran 10-35% slower with the plugin's 4 devices). Two devices keep
-// multi-device code exercised on any machine.
+// multi-device code exercised on any machine. Under torchrun (or any launcher
+// that sets LOCAL_WORLD_SIZE), at least LOCAL_WORLD_SIZE: scripts written for
+// one GPU per process use `tpu:LOCAL_RANK`.
 int cpu_devices() {
   if (const char* v = std::getenv("TORCH_PJRT_CPU_DEVICES"); v && std::atoi(v) > 0) return std::atoi(v);
   cpu_set_t set;
   int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 4;
-  return std::clamp(cores, 2, 4);
+  int local_ranks = 0;
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) local_ranks = std::atoi(v);
+  return std::max(std::clamp(cores, 2, 4), local_ranks);
 }
 
 std::mutex g_init_mu;
