@@ -35,6 +35,7 @@ def check(name: str, fn) -> None:
 
 
 def init(backend=None, seconds: float = 60) -> None:
+    torch.tpu.set_device(TPU)  # one device per process, as CUDA scripts do
     timeout = datetime.timedelta(seconds=seconds)
     if backend is None:
         dist.init_process_group(timeout=timeout)
@@ -531,6 +532,169 @@ def scenario_mpmd():
     if WORLD == 2:
         for fn in (divergent, rank0_checkpoint_in_ddp, pipeline):
             check(fn.__name__, fn)
+    dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------- FSDP2, DTensor, checkpoints
+
+
+def _train(model, device, steps=STEPS, opt=None):
+    """Trains on this rank's half of each batch; returns the losses averaged over ranks."""
+    opt = opt or torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for x, y in _batches()[:steps]:
+        x, y = _my_half(x).to(device), _my_half(y).to(device)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        avg = loss.detach().float().clone()
+        dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+        losses.append(avg.item())
+    return losses
+
+
+def _sharded_mlp(device, **kw):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    if str(device) == "cpu":  # without a mesh, FSDP2 shards onto the accelerator
+        kw["mesh"] = init_device_mesh("cpu", (WORLD,))
+    model = _mlp().to(device)
+    for layer in (model[0], model[2]):
+        fully_shard(layer, **kw)
+    return fully_shard(model, **kw)
+
+
+def scenario_fsdp_dtensor():
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    init()
+    want_losses, want_params = _reference()
+
+    for reshard in (True, False):
+
+        def fsdp(reshard=reshard):
+            model = _sharded_mlp(TPU, reshard_after_forward=reshard)
+            losses = _train(model, TPU)
+            _close(torch.tensor(losses), torch.tensor(want_losses), "losses")
+            for i, (p, w) in enumerate(zip(model.parameters(), want_params)):
+                _close(p.full_tensor(), w, f"parameter {i}")
+
+        check(f"fsdp2_reshard_after_forward_{reshard}", fsdp)
+
+    def fsdp_mixed_precision():
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        got = _train(_sharded_mlp(TPU, mp_policy=policy), TPU)
+        want = _train(_sharded_mlp("cpu", mp_policy=policy), "cpu")  # the same on CPU tensors with Gloo
+        _close(torch.tensor(got), torch.tensor(want), "bf16 losses against CPU's", rtol=2e-2, atol=2e-3)
+
+    def memory_drops_after_reshard():
+        model = _sharded_mlp(TPU, reshard_after_forward=True)
+        for layer in (model[0], model[2]):
+            layer.unshard()
+        unsharded = torch.tpu.memory_allocated(TPU)
+        for layer in (model[0], model[2]):
+            layer.reshard()
+        sharded = torch.tpu.memory_allocated(TPU)
+        full_bytes = sum(p.numel() * 4 for p in _mlp().parameters())
+        assert unsharded - sharded >= full_bytes // 2, (unsharded, sharded, full_bytes)
+
+    def dtensor_redistribute():
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+        mesh = init_device_mesh("tpu", (WORLD,))
+        full = torch.arange(24.0).reshape(4, 6)
+        d = distribute_tensor(full.to(TPU), mesh, [Shard(0)])
+        assert d.to_local().device.type == "tpu" and torch.equal(
+            d.redistribute(mesh, [Replicate()]).to_local().cpu(), full
+        )
+        assert torch.equal(d.redistribute(mesh, [Shard(1)]).full_tensor().cpu(), full)
+        local = torch.full((4, 6), float(RANK + 1), device=TPU)
+        partial = DTensor.from_local(local, mesh, [Partial()])
+        total = float(sum(r + 1 for r in range(WORLD)))
+        assert torch.equal(partial.redistribute(mesh, [Replicate()]).to_local().cpu(), torch.full((4, 6), total))
+        shard = partial.redistribute(mesh, [Shard(0)]).to_local().cpu()
+        assert torch.equal(shard, torch.full((4 // WORLD, 6), total))
+
+    def tensor_parallel_mlp():
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh("tpu", (WORLD,))
+        model = parallelize_module(_mlp().to(TPU), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        ref = _mlp(torch.float64)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+        for x, y in _batches():  # tensor parallel: every rank sees the whole batch
+            opt.zero_grad()
+            ref_opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x.to(TPU)), y.to(TPU))
+            loss.backward()
+            opt.step()
+            ref_loss = torch.nn.functional.mse_loss(ref(x.double()), y.double())
+            ref_loss.backward()
+            ref_opt.step()
+            _close(loss, torch.tensor(ref_loss.item()), "tp loss")
+        for i, (p, w) in enumerate(zip(model.parameters(), ref.parameters())):
+            _close(p.full_tensor(), w, f"tp parameter {i}")
+
+    for fn in (fsdp_mixed_precision, memory_drops_after_reshard, dtensor_redistribute, tensor_parallel_mlp):
+        check(fn.__name__, fn)
+    dist.destroy_process_group()
+
+
+def _checkpoint_dir():
+    return os.environ["DIST_TEST_CHECKPOINT"]
+
+
+def scenario_checkpoint_save():
+    """Two ranks train an FSDP2 model 3 steps, save model and optimizer with torch.distributed.checkpoint, and rank 0
+    writes the full parameters for the loads to compare with."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    init()
+
+    def save():
+        model = _sharded_mlp(TPU)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        _train(model, TPU, steps=3, opt=opt)
+        msd, osd = get_state_dict(model, opt)
+        dcp.save({"model": msd, "optim": osd}, checkpoint_id=_checkpoint_dir())
+        full = [p.full_tensor().cpu() for p in model.parameters()]
+        if RANK == 0:
+            torch.save(full, os.path.join(_checkpoint_dir(), "full_params.pt"))
+
+    check("dcp_save", save)
+    dist.destroy_process_group()
+
+
+def scenario_checkpoint_load():
+    """Loads the checkpoint into this world size (1: a plain model; 2: FSDP2, resharded), checks the parameters, and
+    trains one more step with the loaded optimizer."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    init()
+
+    def load():
+        model = _sharded_mlp(TPU) if WORLD > 1 else _mlp().to(TPU)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        _train(model, TPU, steps=1, opt=opt)  # the optimizer gets its state, to be overwritten
+        msd, osd = get_state_dict(model, opt)
+        state = {"model": msd, "optim": osd}
+        dcp.load(state, checkpoint_id=_checkpoint_dir())
+        set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        full = torch.load(os.path.join(_checkpoint_dir(), "full_params.pt"))
+        for i, (p, w) in enumerate(zip(model.parameters(), full)):
+            got = p.full_tensor() if hasattr(p, "full_tensor") else p
+            assert torch.equal(got.detach().cpu(), w), f"parameter {i} differs after load"
+        step = {k: v["step"] for k, v in opt.state_dict()["state"].items()}
+        assert all(float(s) == 3 for s in step.values()), step
+
+    check(f"dcp_load_into_{WORLD}", load)
     dist.destroy_process_group()
 
 

@@ -35,3 +35,14 @@ def test_ddp_on_two_ranks_matches_one_process_on_the_whole_batch(mode):
 
 def test_mpmd_rank_divergent_code_a_rank0_checkpoint_in_ddp_and_a_send_recv_pipeline_in_fused_mode():
     _assert_all_ok(run_ranks("mpmd"), expect_checks=3)
+
+
+def test_fsdp2_mixed_precision_dtensor_redistributions_and_a_tensor_parallel_plan():
+    _assert_all_ok(run_ranks("fsdp_dtensor"), expect_checks=6)
+
+
+def test_a_checkpoint_saved_by_two_ranks_loads_into_one_and_into_two(tmp_path):
+    env = {"DIST_TEST_CHECKPOINT": str(tmp_path / "ckpt")}
+    _assert_all_ok(run_ranks("checkpoint_save", env=env))
+    _assert_all_ok(run_ranks("checkpoint_load", world_size=1, env=env))
+    _assert_all_ok(run_ranks("checkpoint_load", world_size=2, env=env))
