@@ -24,6 +24,11 @@ the uploads like them, so the next batch lands in a storage of its bucket's capa
 program per bucket (``bucket_size``: multiples of it instead of powers of two). A length seen before replays its
 capture; a new length walks the graph (and finds its bucket's program by its key).
 
+Functional collectives in a graph (``_c10d_functional.all_reduce`` and ``wait_tensor``, which DTensor and traced
+``funcol`` calls emit) run through tpu_dist: a collective reads its inputs, which runs the region before it as one
+program, and the ops after it join the next region. Such a graph walks its nodes on every call (a captured replay
+would skip the collectives).
+
 The backend is registered under the name ``tpu`` through the ``torch_dynamo_backends`` entry point, so
 ``torch.compile(m, backend="tpu")`` works after a plain ``import torch``. ``torch.compile(m)`` with no backend (that
 is, Inductor's) uses this one for a graph whose inputs are on tpu, and leaves every other graph to Inductor
@@ -60,6 +65,18 @@ def _unlowered(gm: torch.fx.GraphModule) -> list[str]:
             if not any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), k) for k in _OWN_KERNELS):
                 missing.add(op.name())
     return sorted(missing)
+
+
+def _collectives(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph calls functional collectives (``_c10d_functional``, as DTensor and traced
+    ``funcol.all_reduce`` emit): they run through tpu_dist between the graph's regions, so the graph is never replayed
+    as one captured program (a replay would skip them)."""
+    return any(
+        node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and node.target.namespace in ("_c10d_functional", "c10d_functional", "_dtensor")
+        for node in gm.graph.nodes
+    )
 
 
 def _layout(args) -> bytes | None:
@@ -190,6 +207,7 @@ def _graph_runner(
     from . import _C, get_eager_mode, set_eager_mode, stablehlo
 
     missing = _unlowered(gm)
+    collectives = _collectives(gm)
     if missing and fullgraph:
         raise RuntimeError(
             f"torch.compile(backend='tpu', fullgraph=True): {', '.join(missing)} has no lowering, so the {kind} graph "
@@ -206,7 +224,7 @@ def _graph_runner(
     replays: dict[bytes, _Replay | None] = {}  # by input layout; None: this layout cannot be replayed
 
     def run(args):
-        layout = _layout(args) if not missing else None
+        layout = _layout(args) if not (missing or collectives) else None
         precision = _C._matmul_precision()
         if layout is not None:
             r = replays.get(layout)

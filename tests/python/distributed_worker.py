@@ -297,7 +297,24 @@ def _semantics():
         dist.all_reduce(y)
         assert y.cpu().tolist() == [float(WORLD)] * 2
 
+    def compiled_functional_collectives():
+        import torch.distributed._functional_collectives as funcol
+
+        def f(x):
+            y = funcol.all_reduce(x * 2, "sum", dist.group.WORLD)
+            z = funcol.all_gather_single(y + 1, 0, dist.group.WORLD)
+            return funcol.wait_tensor(z).sin()
+
+        compiled = torch.compile(f, backend="tpu")
+        torch_pjrt.reset_metrics()
+        for i in range(3):  # the later calls must run the collectives again, not replay a program
+            x = torch.arange(4.0, device=TPU) * (i + 1) + RANK
+            got, want = compiled(x), f(x)
+            assert torch.equal(got.cpu(), want.cpu()), (i, got, want)
+        assert not torch_pjrt.metrics().get("fallback_ops"), torch_pjrt.metrics().get("fallback_ops")
+
     for fn in (
+        compiled_functional_collectives,
         same_tensor,
         view_written_through,
         non_contiguous,
