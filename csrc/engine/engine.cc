@@ -272,6 +272,17 @@ void Engine::upload(Slot& slot, const void* src, DType dtype) {
   slot.set({client_->from_host(src, element_type(dtype), {n}, slot.device), dtype, nullptr});
 }
 
+void* Engine::lend_host_memory(Slot& slot, DType dtype, runtime::BufferPtr* keep) {
+  if (client_->platform_name() != "cpu") return nullptr;
+  sync(FlushReason::Read);
+  runtime::BufferPtr buffer = ensure_buffer(slot, dtype);
+  if (buffer.use_count() != 2) return nullptr;  // the slot's and ours: no one else reads it
+  buffer->wait_ready();
+  void* memory = buffer->host_pointer();
+  *keep = std::move(buffer);
+  return memory;
+}
+
 CompletionPtr Engine::download_async(Slot& slot, void* dst, std::shared_ptr<void> keep) {
   if (slot.region_index() >= 0) flush(FlushReason::Read);
   return transfers_.download(slot, dst, std::move(keep));

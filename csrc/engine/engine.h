@@ -158,6 +158,15 @@ class Engine {
   void read_result(const runtime::BufferPtr& buffer, void* dst, size_t nbytes, const std::string& op);
   // Replaces a slot's buffer with host data of `dtype` (flat).
   void upload(Slot& slot, const void* src, DType dtype);
+  // Lends the memory of a slot's buffer (flat, of `dtype`) to be read and
+  // written in place by host code (a collective engine), where device memory
+  // is host memory (the CPU plugin). A sync point: every program enqueued so
+  // far has finished, so nothing in flight reads or writes it. Returns null,
+  // and lends nothing, on other platforms or when anyone else holds the
+  // buffer. `keep` receives the buffer: while the caller holds it, no program
+  // takes the buffer by donation, and the memory stays valid. The lent memory
+  // is the slot's data until the next op that writes the slot.
+  void* lend_host_memory(Slot& slot, DType dtype, runtime::BufferPtr* keep);
 
   // Non-blocking copies (transfer.h says how each maps onto PJRT). Each
   // returns at once; a sync point waits for it and raises its error.

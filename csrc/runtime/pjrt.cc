@@ -324,6 +324,13 @@ int64_t Buffer::on_device_bytes() const {
   return static_cast<int64_t>(a.on_device_size_in_bytes);
 }
 
+void* Buffer::host_pointer() const {
+  auto a = args_of<PJRT_Buffer_UnsafePointer_Args>();
+  a.buffer = buffer_;
+  check(plugin_->api(), plugin_->api()->PJRT_Buffer_UnsafePointer(&a), "PJRT_Buffer_UnsafePointer");
+  return reinterpret_cast<void*>(a.buffer_pointer);
+}
+
 // ---------------------------------------------------------------- Executable
 
 Executable::~Executable() {

@@ -157,6 +157,10 @@ class Buffer {
   // Calls `done` once the producer finishes (or failed), as Event::when_ready.
   void on_ready(std::function<void(const std::string& error)> done) const;
   int64_t on_device_bytes() const;
+  // The address of the buffer's memory (PJRT_Buffer_UnsafePointer). Only
+  // meaningful where device memory is host memory (the CPU plugin); the
+  // caller must know the buffer is ready and that no program uses it.
+  void* host_pointer() const;
   int device() const { return device_; }
   // True once the buffer was handed to a program as a donated argument (set
   // before that program is enqueued): PJRT deletes it, and a waiter that

@@ -2,12 +2,25 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 
+#include "torch/common.h"
+
 namespace torch_pjrt::glue::distributed {
+
+at::Tensor HostStage::lend(const at::Tensor& t) {
+  if (!t.is_contiguous() || !Engine::available()) return at::Tensor();
+  runtime::BufferPtr keep;
+  void* memory = Engine::get().lend_host_memory(*slot_of(t), to_hlo(t.scalar_type()), &keep);
+  if (!memory) return at::Tensor();
+  lent_.push_back(std::move(keep));
+  char* first = static_cast<char*>(memory) + t.storage_offset() * t.element_size();
+  return at::from_blob(first, t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
 
 at::Tensor HostStage::stage(const at::Tensor& t, bool read, bool written) {
   if (written) results_.push_back(t);
   if (!t.defined() || t.device().is_cpu()) return t;
   staged_ = true;
+  if (at::Tensor lent = lend(t); lent.defined()) return lent;
   // Staging is not part of the autograd graph (the host engine is not).
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU));

@@ -2,11 +2,15 @@
 // enters or leaves a host collective engine (Gloo).
 //
 // A tensor already in host memory (device cpu) is handed to the engine as it
-// is. A `tpu` tensor is read into a new contiguous host tensor (an input), gets
-// an empty one (an output), or both (read and written); after the collective,
-// write_back() copies each staged result into the caller's tensor in place:
-// same TensorImpl, same storage, so DDP's bucket views and Python's identity
-// of the tensor hold, and every view of the storage sees the result.
+// is. A contiguous `tpu` tensor whose device memory is host memory (the CPU
+// plugin) is lent: the host tensor is its buffer's own memory
+// (Engine::lend_host_memory), which the collective reads and writes in place,
+// with no copy either way. Any other `tpu` tensor is read into a new
+// contiguous host tensor (an input), gets an empty one (an output), or both
+// (read and written); after the collective, write_back() copies each staged
+// result into the caller's tensor in place: same TensorImpl, same storage, so
+// DDP's bucket views and Python's identity of the tensor hold, and every view
+// of the storage sees the result.
 //
 // Thread-safety: a HostStage belongs to one collective. It is filled on the
 // calling thread; write_back() runs once, on whichever thread completes the
@@ -37,6 +41,9 @@ class HostStage {
   // Copies each staged result into its tpu tensor, without autograd and
   // without a version bump (the host engine writes CPU tensors the same way).
   void write_back() const;
+  // Ends the loans once the collective is done (lent buffers can be donated
+  // again). The host tensors over lent memory must not be read afterwards.
+  void release() { lent_.clear(); }
 
   // The caller's tensors that the collective writes, in the order staged
   // (the value of the collective's future, as Gloo gives its own).
@@ -51,8 +58,11 @@ class HostStage {
     at::Tensor device, host;
   };
   at::Tensor stage(const at::Tensor& t, bool read, bool written);
+  // A host tensor over `t`'s own device memory, or undefined if it cannot be lent.
+  at::Tensor lend(const at::Tensor& t);
 
   std::vector<Pending> pending_;
+  std::vector<std::shared_ptr<void>> lent_;  // the lent buffers (runtime::BufferPtr)
   std::vector<at::Tensor> results_;
   bool staged_ = false;
 };

@@ -33,13 +33,16 @@ c10::intrusive_ptr<StagedWork> StagedWork::start(int rank, c10d::OpType type, co
 void StagedWork::finish(std::exception_ptr error) {
   std::call_once(finished_, [&] {
     if (error) {
+      stage_.release();
       future_->setError(error);
       return;
     }
     try {
       stage_.write_back();
+      stage_.release();
       future_->markCompleted(c10::IValue(stage_.results()));
     } catch (...) {
+      stage_.release();
       future_->setError(std::current_exception());
     }
   });
