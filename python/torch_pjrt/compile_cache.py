@@ -408,7 +408,9 @@ def cmd_import(args) -> int:
 def cmd_warm(args) -> int:
     """Runs a script with ``--out`` as its host tier (and the usual host tier as its shared one, so what this host
     has already compiled is copied rather than compiled again): ``--out`` then holds every program the script
-    compiled, for another host to copy, import or mount as its shared tier."""
+    compiled, for another host to copy, import or mount as its shared tier. With ``TORCH_PJRT_CACHE_KEY`` set the
+    script's engine signs every entry it writes, so the bundle is signed; entries of the usual host tier that were
+    written without that key are then not trusted as a shared tier, and are compiled again."""
     out = os.path.abspath(args.out)
     os.makedirs(out, mode=0o700, exist_ok=True)  # the script's host tier: private, or the engine refuses it
     env = dict(os.environ, TORCH_PJRT_CACHE_DIR=out)
