@@ -8,6 +8,7 @@ command -v ccache >/dev/null || need_apt+=(ccache)
 command -v cmake >/dev/null || need_apt+=(cmake)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
 command -v g++ >/dev/null || need_apt+=(g++)
+[ -f /usr/include/openssl/hmac.h ] || need_apt+=(libssl-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"

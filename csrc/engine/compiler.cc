@@ -127,12 +127,14 @@ std::shared_ptr<const CachedProgram> Compiler::from_tiers(const ProgramKey& key,
                                                           const std::string& summary) {
   if (!disk_->enabled()) return compile(lower(), device, name);
   std::string hex = key.hex();
-  if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
+  bool refused = false;
+  if (auto p = loaded(disk_->load_host(key.words, hex, &refused), DiskCache::Tier::Host, hex, device)) return p;
   bool waited = false;
   DiskCache::KeyLock lock = disk_->lock(hex, &waited);
   // Another process may have written it between the lookup and the lock
-  // (it held the lock, or released it just before).
-  if (lock.held())
+  // (it held the lock, or released it just before). A file that was there
+  // and refused is not read again: this process's write replaces it.
+  if (lock.held() && !refused)
     if (auto p = loaded(disk_->load_host(key.words, hex), DiskCache::Tier::Host, hex, device)) return p;
   std::shared_ptr<const CachedProgram> entry;
   // The shared tier gets a head start; a read still running after it races

@@ -13,6 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/cache_files.h"
+#include "engine/entry_signing.h"
+
 namespace torch_pjrt::engine {
 
 namespace {
@@ -33,42 +36,34 @@ void put_text(std::string& s, const std::string& t) {
 }
 
 // Reads the format's fields from a byte string; every read checks bounds.
+// `size`: where the entry ends (before a signature trailer, entry_signing.h).
 struct Reader {
   const std::string& s;
   size_t pos = 0;
   bool ok = true;
+  size_t size = s.size();
   uint64_t u(int n) {
-    if (!ok || s.size() - pos < static_cast<size_t>(n)) return ok = false, 0;
+    if (!ok || size - pos < static_cast<size_t>(n)) return ok = false, 0;
     uint64_t v = 0;
     for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(s[pos + i])) << (8 * i);
     pos += n;
     return v;
   }
   std::string text(uint64_t n) {
-    if (!ok || s.size() - pos < n) return ok = false, std::string();
+    if (!ok || size - pos < n) return ok = false, std::string();
     std::string t = s.substr(pos, n);
     pos += n;
     return t;
   }
   // Steps over n bytes; returns n (0 when they are not there).
   uint64_t skip(uint64_t n) {
-    if (!ok || s.size() - pos < n) return ok = false, 0;
+    if (!ok || size - pos < n) return ok = false, 0;
     pos += n;
     return n;
   }
 };
 
 std::string join(const std::string& a, const std::string& b) { return a + "/" + b; }
-
-// mkdir -p; true when the directory exists afterwards.
-bool make_dirs(const std::string& path) {
-  if (path.empty()) return false;
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
-  size_t slash = path.find_last_of('/');
-  if (slash != std::string::npos && slash > 0 && !make_dirs(path.substr(0, slash))) return false;
-  return mkdir(path.c_str(), 0755) == 0 || errno == EEXIST;
-}
 
 bool off(const char* v) {
   std::string s = v;
@@ -98,27 +93,6 @@ int64_t parse_bytes(const char* v, int64_t fallback) {
   return static_cast<int64_t>(n);
 }
 
-std::optional<std::string> read_whole(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out;
-  struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
-
 }  // namespace
 
 uint64_t fnv_bytes(const void* data, size_t n, uint64_t h) {
@@ -144,11 +118,12 @@ std::string encode_entry(const DiskEntry& e, const std::string& fingerprint) {
 }
 
 std::optional<DiskEntry> decode_entry(const std::string& bytes, const std::string& fingerprint, std::string* why) {
-  if (bytes.size() < sizeof kMagic + 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+  const size_t size = unsigned_size(bytes);  // the signature is checked apart (DiskCache::trusted)
+  if (size < sizeof kMagic + 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     *why = "not a torch_pjrt cache entry (bad magic or truncated)";
     return std::nullopt;
   }
-  Reader r{bytes, sizeof kMagic};
+  Reader r{bytes, sizeof kMagic, true, size};
   uint32_t version = static_cast<uint32_t>(r.u(4));
   if (version != kFormatVersion) {
     *why = "entry format " + std::to_string(version) + ", expected " + std::to_string(kFormatVersion);
@@ -161,14 +136,14 @@ std::optional<DiskEntry> decode_entry(const std::string& bytes, const std::strin
   }
   DiskEntry e;
   uint64_t words = r.u(8);
-  if (r.ok && words > (bytes.size() - r.pos) / 8) r.ok = false;
+  if (r.ok && words > (size - r.pos) / 8) r.ok = false;
   for (uint64_t i = 0; r.ok && i < words; ++i) e.key.push_back(static_cast<int64_t>(r.u(8)));
   e.summary = r.text(r.u(8));
   e.signature = r.text(r.u(8));
   e.executable = r.text(r.u(8));
   size_t body = r.pos;
   uint64_t sum = r.u(8);
-  if (!r.ok || r.pos != bytes.size()) {
+  if (!r.ok || r.pos != size) {
     *why = "truncated or overlong";
     return std::nullopt;
   }
@@ -180,22 +155,26 @@ std::optional<DiskEntry> decode_entry(const std::string& bytes, const std::strin
 }
 
 std::optional<DiskEntryInfo> read_entry_info(const std::string& path) {
-  std::optional<std::string> bytes = read_whole(path);
-  if (!bytes || bytes->size() < sizeof kMagic || std::memcmp(bytes->data(), kMagic, sizeof kMagic) != 0)
-    return std::nullopt;
-  Reader r{*bytes, sizeof kMagic};
+  FileFacts facts;
+  int error = 0;
+  std::optional<std::string> bytes = read_file_nofollow(path, /*touch=*/false, &facts, &error);
+  if (!bytes) return std::nullopt;
+  const size_t size = unsigned_size(*bytes);
+  if (size < sizeof kMagic || std::memcmp(bytes->data(), kMagic, sizeof kMagic) != 0) return std::nullopt;
+  Reader r{*bytes, sizeof kMagic, true, size};
   DiskEntryInfo info;
   const uint32_t version = static_cast<uint32_t>(r.u(4));
   info.fingerprint = r.text(r.u(4));
   info.key_words = r.u(8);
-  if (r.ok && info.key_words > (bytes->size() - r.pos) / 8) r.ok = false;
+  if (r.ok && info.key_words > (size - r.pos) / 8) r.ok = false;
   r.skip(8 * info.key_words);
   info.summary = r.text(r.u(8));
   info.signature_bytes = r.skip(r.u(8));
   info.executable_bytes = r.skip(r.u(8));
   r.u(8);  // the checksum
-  if (!r.ok || r.pos != bytes->size() || version != kFormatVersion) return std::nullopt;
+  if (!r.ok || r.pos != size || version != kFormatVersion) return std::nullopt;
   info.file_bytes = bytes->size();
+  info.signed_entry = is_signed(*bytes);
   return info;
 }
 
@@ -213,6 +192,9 @@ DiskCacheOptions DiskCacheOptions::from_environment() {
   if (const char* v = std::getenv("TORCH_PJRT_SHARED_CACHE_DIR"); v && !off(v)) o.shared_dir = v;
   if (const char* v = std::getenv("TORCH_PJRT_CACHE_MAX_BYTES")) o.max_bytes = parse_bytes(v, o.max_bytes);
   if (const char* v = std::getenv("TORCH_PJRT_SHARED_CACHE_WAIT")) o.shared_wait_seconds = std::atof(v);
+  SigningKey key = SigningKey::from_environment();
+  o.signing_key = std::move(key.secret);
+  o.key_problem = std::move(key.problem);
   return o;
 }
 
@@ -244,7 +226,7 @@ DiskCache::KeyLock DiskCache::lock(const std::string& hex, bool* waited) {
   *waited = false;
   if (host_.empty() || !host_writable_) return KeyLock();
   std::string path = join(host_, hex + ".lock");
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return KeyLock();
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) {  // the file system cannot lock: both compile
@@ -268,34 +250,50 @@ DiskCache::KeyLock DiskCache::lock(const std::string& hex, bool* waited) {
 
 // ---------------------------------------------------------------- the cache
 
-DiskCache::DiskCache(DiskCacheOptions options) : options_(std::move(options)) {
-  std::string sub = options_.platform + "-";
+std::string DiskCache::prepare(const std::string& root, bool shared, std::string* refusal) {
+  if (root.empty()) return "";
+  const char* what = shared ? "shared" : "host";
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 static_cast<unsigned long long>(fnv_bytes(options_.fingerprint.data(), options_.fingerprint.size())));
-  sub += hex;
-  auto prepare = [&](const std::string& root, const char* what) -> std::string {
-    if (root.empty()) return "";
-    std::string dir = join(root, sub);
-    if (!make_dirs(dir)) {
+  const std::string dir = join(root, options_.platform + "-" + hex);
+  // The host tier is private; a shared one is made as the umask says (a
+  // team's group may need to write it).
+  const mode_t mode = shared ? 0777 : 0700;
+  // The root is checked before anything is made in it.
+  for (const std::string& d : {root, dir}) {
+    if (!make_dirs(d, mode)) {
       report_once(std::string("unusable-") + what,
                   std::string("the ") + what + " compile cache directory " + dir +
                       " cannot be created; programs are compiled and not cached there");
       return "";
     }
-    std::string fp = join(dir, "FINGERPRINT");
-    if (access(fp.c_str(), F_OK) != 0) {
-      std::string tmp = fp + ".tmp." + std::to_string(getpid());
-      if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-        std::fputs(options_.fingerprint.c_str(), f);
-        bool ok = std::fclose(f) == 0;
-        if (!ok || std::rename(tmp.c_str(), fp.c_str()) != 0) unlink(tmp.c_str());
-      }
+    *refusal = shared && !options_.key_problem.empty() ? options_.key_problem : untrusted_dir_reason(d, !shared);
+    if (!refusal->empty()) {
+      if (refusal->find(d) == std::string::npos) *refusal = d + ": " + *refusal;
+      break;
     }
-    return dir;
-  };
-  host_ = prepare(options_.host_dir, "host");
-  shared_ = prepare(options_.shared_dir, "shared");
+  }
+  if (!refusal->empty()) {
+    {
+      std::lock_guard<std::mutex> g(stats_mu_);
+      ++stats_.refused_untrusted;
+    }
+    report_once(std::string("refused-") + what,
+                std::string("refused the ") + what + " compile cache directory " + root + " (" + *refusal +
+                    "): a program there could have been planted by someone else, so this process runs without it "
+                    "and compiles instead");
+    return "";
+  }
+  struct stat st;
+  if (lstat(join(dir, "FINGERPRINT").c_str(), &st) != 0)
+    write_file_atomically(dir, "FINGERPRINT", "FINGERPRINT", options_.fingerprint, shared ? 0644 : 0600);
+  return dir;
+}
+
+DiskCache::DiskCache(DiskCacheOptions options) : options_(std::move(options)) {
+  host_ = prepare(options_.host_dir, /*shared=*/false, &host_refusal_);
+  shared_ = prepare(options_.shared_dir, /*shared=*/true, &shared_refusal_);
   if (enabled()) writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -318,22 +316,45 @@ void DiskCache::report_once(const std::string& kind, const std::string& message)
   std::fprintf(stderr, "torch_pjrt: compile cache: %s\n", message.c_str());
 }
 
-std::optional<std::string> DiskCache::read_file(const std::string& dir, const std::string& hex) {
-  std::string path = join(dir, hex + kSuffix);
-  std::optional<std::string> bytes = read_whole(path);
-  if (bytes) {
-    struct timespec times[2];
-    times[0].tv_nsec = UTIME_NOW;  // access time: the eviction order
-    times[1].tv_nsec = UTIME_OMIT;
-    utimensat(AT_FDCWD, path.c_str(), times, 0);
+bool DiskCache::trusted(Tier tier, const std::string& path, const std::optional<std::string>& bytes,
+                        const FileFacts& facts, int error) {
+  std::string why;
+  bool signature = false;
+  if (!bytes) {
+    if (error != ELOOP && error != EINVAL) return false;  // missing or unreadable: a plain miss
+    why = error == ELOOP ? "it is a symbolic link" : "it is not a regular file";
+  } else {
+    // The host tier trusts its owner; a shared tier with a key, its key.
+    if (tier == Tier::Host || !signing()) why = untrusted_file_reason(facts);
+    if (why.empty() && signing() && (tier == Tier::Shared || is_signed(*bytes))) {
+      const SignatureCheck c = verify_entry(*bytes, options_.signing_key);
+      signature = c != SignatureCheck::Valid;
+      if (signature)
+        why = c == SignatureCheck::Unsigned ? "it is not signed" : "its HMAC does not verify with this key";
+    }
+    if (why.empty()) return true;
   }
-  return bytes;
+  {
+    std::lock_guard<std::mutex> g(stats_mu_);
+    ++(signature ? stats_.bad_signature : stats_.refused_untrusted);
+  }
+  report_once(signature ? "bad-signature" : "untrusted-entry",
+              "did not load " + path + " (" + why + "); it is compiled instead. Further such entries are skipped " +
+                  "silently (metrics()[\"persistent_cache\"][\"" + (signature ? "bad_signature" : "refused_untrusted") +
+                  "\"])");
+  return false;
 }
 
-std::optional<DiskEntry> DiskCache::load_from(const std::string& dir, const std::vector<int64_t>& key,
-                                              const std::string& hex) {
-  std::optional<std::string> bytes = read_file(dir, hex);
-  if (!bytes) return std::nullopt;
+std::optional<DiskEntry> DiskCache::load_host_file(const std::vector<int64_t>& key, const std::string& hex,
+                                                   bool* refused) {
+  const std::string path = join(host_, hex + kSuffix);
+  FileFacts facts;
+  int error = 0;
+  std::optional<std::string> bytes = read_file_nofollow(path, /*touch=*/true, &facts, &error);
+  if (!trusted(Tier::Host, path, bytes, facts, error)) {
+    *refused = bytes || error == ELOOP || error == EINVAL;
+    return std::nullopt;
+  }
   {
     std::lock_guard<std::mutex> g(stats_mu_);
     stats_.bytes_read += static_cast<int64_t>(bytes->size());
@@ -341,7 +362,7 @@ std::optional<DiskEntry> DiskCache::load_from(const std::string& dir, const std:
   std::string why;
   std::optional<DiskEntry> e = decode_entry(*bytes, options_.fingerprint, &why);
   if (!e) {
-    drop_corrupt(dir, hex, why);
+    drop_corrupt(host_, hex, why);
     return std::nullopt;
   }
   if (e->key != key) return std::nullopt;  // another key with the same hash
@@ -363,10 +384,13 @@ void DiskCache::drop(Tier tier, const std::string& hex, const std::string& why) 
   if (tier != Tier::None && !dir.empty()) drop_corrupt(dir, hex, why);
 }
 
-std::optional<DiskEntry> DiskCache::load_host(const std::vector<int64_t>& key, const std::string& hex) {
+std::optional<DiskEntry> DiskCache::load_host(const std::vector<int64_t>& key, const std::string& hex, bool* refused) {
+  bool ignored = false;
+  if (!refused) refused = &ignored;
+  *refused = false;
   if (host_.empty()) return std::nullopt;
   auto t0 = std::chrono::steady_clock::now();
-  std::optional<DiskEntry> e = load_from(host_, key, hex);
+  std::optional<DiskEntry> e = load_host_file(key, hex, refused);
   std::lock_guard<std::mutex> g(stats_mu_);
   stats_.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (e) ++stats_.host_hits;
@@ -382,9 +406,13 @@ std::shared_ptr<DiskCache::SharedRead> DiskCache::start_shared_read(const std::s
   if (shared_.empty()) return nullptr;
   auto read = std::make_shared<SharedRead>();
   std::thread([read, path = join(shared_, hex + kSuffix)] {
-    std::optional<std::string> bytes = read_whole(path);
+    FileFacts facts;
+    int error = 0;
+    std::optional<std::string> bytes = read_file_nofollow(path, /*touch=*/false, &facts, &error);
     std::lock_guard<std::mutex> g(read->mu);
     read->bytes = std::move(bytes);
+    read->facts = facts;
+    read->error = error;
     read->done = true;
     read->cv.notify_all();
   }).detach();
@@ -394,13 +422,18 @@ std::shared_ptr<DiskCache::SharedRead> DiskCache::start_shared_read(const std::s
 std::optional<DiskEntry> DiskCache::wait_shared(SharedRead& read, const std::vector<int64_t>& key,
                                                 const std::string& hex, double seconds, bool* finished) {
   std::optional<std::string> bytes;
+  FileFacts facts;
+  int error = 0;
   {
     std::unique_lock<std::mutex> g(read.mu);
     *finished = read.cv.wait_for(g, std::chrono::duration<double>(seconds), [&] { return read.done; });
-    if (!*finished || !read.bytes) return std::nullopt;
+    if (!*finished) return std::nullopt;
     bytes = std::move(read.bytes);
     read.bytes.reset();
+    facts = read.facts;
+    error = read.error;
   }
+  if (!trusted(Tier::Shared, join(shared_, hex + kSuffix), bytes, facts, error)) return std::nullopt;
   std::string why;
   std::optional<DiskEntry> e = decode_entry(*bytes, options_.fingerprint, &why);
   {
@@ -480,6 +513,7 @@ void DiskCache::writer_loop() {
                     std::string("a program could not be serialised (") + ex.what() + "); it stays in memory only");
       }
       if (e) bytes = encode_entry(*e, options_.fingerprint);
+      if (e && signing()) bytes = sign_entry(bytes, options_.signing_key);
     }
     if (!bytes.empty()) {
       struct Target {
@@ -521,29 +555,8 @@ void DiskCache::writer_loop() {
 }
 
 bool DiskCache::write_file(const std::string& dir, const std::string& hex, const std::string& bytes, bool* disable) {
-  static std::atomic<uint64_t> counter{0};
-  std::string final_path = join(dir, hex + kSuffix);
-  std::string tmp = join(dir, "." + hex + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++));
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  int err = 0;
-  if (fd < 0) {
-    err = errno;
-  } else {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        err = n < 0 ? errno : ENOSPC;
-        break;
-      }
-      done += static_cast<size_t>(n);
-    }
-    if (!err && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && !err) err = errno;
-    if (!err && std::rename(tmp.c_str(), final_path.c_str()) != 0) err = errno;
-    if (err) unlink(tmp.c_str());
-  }
+  // Host entries are private; shared ones are for every reader of the tier.
+  const int err = write_file_atomically(dir, hex + kSuffix, hex, bytes, dir == host_ ? 0600 : 0644);
   if (!err) return true;
   // Read-only, no permission, full, over a file size limit: this tier is not
   // written again by this process.
@@ -568,7 +581,7 @@ void DiskCache::evict(const std::string& dir) {
     std::string name = e->d_name;
     std::string path = join(dir, name);
     struct stat st;
-    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     bool entry = name.size() > 4 && name.compare(name.size() - 4, 4, kSuffix) == 0;
     // A temporary file an hour old belongs to a writer that died.
     if (name.rfind(".", 0) == 0 && name.find(".tmp.") != std::string::npos) {

@@ -22,6 +22,25 @@
 // as a miss: it is never loaded. A file whose key words differ from the
 // wanted key (a 64-bit hash collision) is a plain miss.
 //
+// Trust (cache_files.h, entry_signing.h). An entry is a program this
+// process will run, so a tier is only read where it cannot have been written
+// by someone else:
+// - the host tier is private: its root and fingerprint directory are made
+//   0700 and entries 0600; one that is a symbolic link, owned by another
+//   user or writable by group or others is refused at open (said once, on
+//   stderr, naming it) and the process runs without it;
+// - an entry of the host tier, or of the shared tier without a key, is
+//   loaded only when it is a regular file of this user, writable by no
+//   group and no others;
+// - with TORCH_PJRT_CACHE_KEY (or _FILE) every entry written carries an
+//   HMAC-SHA256 over the whole file, and a shared-tier entry is loaded only
+//   when it verifies (whoever owns it); a host-tier entry that is signed
+//   must verify too;
+// - files are opened with O_NOFOLLOW and checked through their descriptor.
+// A refused entry is a miss, counted (refused_untrusted, bad_signature) and
+// reported once; it is not removed (it may be a teammate's), and the
+// compile's write replaces it.
+//
 // Safety. Writes go to a temporary file in the same directory, are fsynced
 // and renamed over the entry, so a reader sees a whole old file, a whole new
 // one or none; a crash leaves at most a temporary file, which a later
@@ -53,6 +72,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/cache_files.h"
+
 namespace torch_pjrt::engine {
 
 // One cache entry as stored on disk.
@@ -78,10 +99,12 @@ struct DiskEntryInfo {
   uint64_t signature_bytes = 0;
   uint64_t executable_bytes = 0;
   uint64_t file_bytes = 0;
+  bool signed_entry = false;  // it ends with a signature trailer (entry_signing.h; not verified here)
 };
-// Reads the entry file at `path` without loading it. std::nullopt when it
-// cannot be read or its magic, format version or lengths do not hold; the
-// checksum is not checked (decode_entry does, and a load drops the file).
+// Reads the entry file at `path` without loading it (nor following a
+// symbolic link). std::nullopt when it cannot be read or its magic, format
+// version or lengths do not hold; the checksum and the signature are not
+// checked (decode_entry and DiskCache do, and a load drops the file).
 std::optional<DiskEntryInfo> read_entry_info(const std::string& path);
 
 struct DiskCacheOptions {
@@ -95,11 +118,16 @@ struct DiskCacheOptions {
   // How long a lookup waits for the shared tier before it compiles too (a
   // read still running then races the compile: the first to finish wins).
   double shared_wait_seconds = 0.1;
+  // The HMAC key of signed entries (entry_signing.h): empty for none.
+  // `key_problem`: a key was asked for and cannot be read; the shared tier
+  // is then refused.
+  std::string signing_key;
+  std::string key_problem;
 
   // The options TORCH_PJRT_CACHE_DIR (default $XDG_CACHE_HOME/torch_pjrt or
   // ~/.cache/torch_pjrt; "0", "off", "false" or "" turns it off),
-  // TORCH_PJRT_SHARED_CACHE_DIR and TORCH_PJRT_CACHE_MAX_BYTES (a byte count,
-  // or with a K, M or G suffix) ask for.
+  // TORCH_PJRT_SHARED_CACHE_DIR, TORCH_PJRT_CACHE_MAX_BYTES (a byte count,
+  // or with a K, M or G suffix) and TORCH_PJRT_CACHE_KEY(_FILE) ask for.
   static DiskCacheOptions from_environment();
 };
 
@@ -109,6 +137,12 @@ struct DiskCacheStats {
   int64_t writes = 0, write_failures = 0;
   int64_t corrupt_dropped = 0, evicted = 0;
   int64_t lock_waits = 0;  // lookups that waited for another process's compile
+  // Entry files not loaded for their owner, mode or type (a symbolic link),
+  // and tiers refused at open for theirs.
+  int64_t refused_untrusted = 0;
+  // Entries not loaded because their HMAC is missing (shared tier, with a
+  // key) or does not verify.
+  int64_t bad_signature = 0;
   double read_seconds = 0;
 };
 
@@ -123,6 +157,11 @@ class DiskCache {
   // The fingerprint subdirectory of the host tier ("" without one).
   const std::string& host_path() const { return host_; }
   const std::string& shared_path() const { return shared_; }
+  // Why a tier was refused at open ("" when it was not, or is not set).
+  const std::string& host_refusal() const { return host_refusal_; }
+  const std::string& shared_refusal() const { return shared_refusal_; }
+  // Whether entries are signed, and shared ones loaded only if they verify.
+  bool signing() const { return !options_.signing_key.empty(); }
   double shared_head_start() const { return options_.shared_wait_seconds; }
 
   // Where an entry was found.
@@ -135,8 +174,10 @@ class DiskCache {
 
   // The parts of load(), for a caller that races the shared tier against
   // its own compile. load_host counts a hit, not a miss; count_miss() counts
-  // the lookup that ended in a compile.
-  std::optional<DiskEntry> load_host(const std::vector<int64_t>& key, const std::string& hex);
+  // the lookup that ended in a compile. `*refused` (when given) says whether
+  // a file was there and refused (not trusted), so the caller need not look
+  // again.
+  std::optional<DiskEntry> load_host(const std::vector<int64_t>& key, const std::string& hex, bool* refused = nullptr);
   void count_miss();
   // A read of one shared-tier file on a thread of its own, which touches
   // nothing but this object (so it may outlive the lookup that started it).
@@ -145,6 +186,8 @@ class DiskCache {
     std::condition_variable cv;
     bool done = false;
     std::optional<std::string> bytes;
+    FileFacts facts;
+    int error = 0;
   };
   // Starts reading `hex` from the shared tier; nullptr without one.
   std::shared_ptr<SharedRead> start_shared_read(const std::string& hex);
@@ -201,8 +244,14 @@ class DiskCache {
     KeyLock lock;
     bool shared = true;
   };
-  std::optional<std::string> read_file(const std::string& dir, const std::string& hex);
-  std::optional<DiskEntry> load_from(const std::string& dir, const std::vector<int64_t>& key, const std::string& hex);
+  // The fingerprint subdirectory of tier root `root`, made and checked; ""
+  // (and `*refusal` says why, when it is not just absent) when unusable.
+  std::string prepare(const std::string& root, bool shared, std::string* refusal);
+  // Whether `bytes`, read from `path` of `tier` (or not: `error`), may be
+  // loaded; counts and reports a refusal.
+  bool trusted(Tier tier, const std::string& path, const std::optional<std::string>& bytes, const FileFacts& facts,
+               int error);
+  std::optional<DiskEntry> load_host_file(const std::vector<int64_t>& key, const std::string& hex, bool* refused);
   void drop_corrupt(const std::string& dir, const std::string& hex, const std::string& why);
   bool write_file(const std::string& dir, const std::string& hex, const std::string& bytes, bool* disable);
   void evict(const std::string& dir);
@@ -211,6 +260,7 @@ class DiskCache {
 
   DiskCacheOptions options_;
   std::string host_, shared_;  // fingerprint subdirectories
+  std::string host_refusal_, shared_refusal_;
   std::atomic<bool> host_writable_{true}, shared_writable_{true};
 
   std::mutex mu_;

@@ -2,6 +2,8 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "engine/cache_files.h"
+#include "engine/entry_signing.h"
 #include "torch/common.h"
 
 namespace torch_pjrt::glue {
@@ -171,6 +173,44 @@ py::object cache_entry_header(const std::string& path) {
   d["signature_bytes"] = info->signature_bytes;
   d["executable_bytes"] = info->executable_bytes;
   d["bytes"] = info->file_bytes;
+  d["signed"] = info->signed_entry;
+  return d;
+}
+
+// Whether the entry file at `path` would be trusted, by the engine's own
+// rules (cache_files.h, entry_signing.h): "owner_problem" is why it is not
+// trusted by its owner and mode ("" when it is); "signature" is "valid",
+// "invalid" or "unsigned" under the environment's key, or "no key".
+py::dict cache_entry_trust(const std::string& path) {
+  std::string owner_problem, signature = "no key";
+  {
+    py::gil_scoped_release no_gil;
+    engine::FileFacts facts;
+    int error = 0;
+    std::optional<std::string> bytes = engine::read_file_nofollow(path, /*touch=*/false, &facts, &error);
+    const engine::SigningKey key = engine::SigningKey::from_environment();
+    if (!bytes) {
+      owner_problem = error == ELOOP ? "it is a symbolic link" : std::string("unreadable: ") + std::strerror(error);
+      signature = "unreadable";
+    } else {
+      owner_problem = engine::untrusted_file_reason(facts);
+      if (key.set()) signature = engine::signature_check_name(engine::verify_entry(*bytes, key.secret));
+    }
+  }
+  py::dict d;
+  d["owner_problem"] = owner_problem;
+  d["signature"] = signature;
+  return d;
+}
+
+// The environment's cache signing key, without the secret: whether one is
+// set, where it comes from, and why it cannot be used ("" when it can).
+py::dict cache_key_status() {
+  const engine::SigningKey key = engine::SigningKey::from_environment();
+  py::dict d;
+  d["set"] = key.set();
+  d["source"] = key.source;
+  d["problem"] = key.problem;
   return d;
 }
 
@@ -338,6 +378,8 @@ PYBIND11_MODULE(_C, m) {
     disk["corrupt_dropped"] = mt.disk.corrupt_dropped;
     disk["evicted"] = mt.disk.evicted;
     disk["lock_waits"] = mt.disk.lock_waits;
+    disk["refused_untrusted"] = mt.disk.refused_untrusted;
+    disk["bad_signature"] = mt.disk.bad_signature;
     d["persistent_cache"] = disk;
     return d;
   });
@@ -351,9 +393,15 @@ PYBIND11_MODULE(_C, m) {
     d["host"] = e.disk_cache().host_path();
     d["shared"] = e.disk_cache().shared_path();
     d["fingerprint"] = e.fingerprint();
+    d["host_refusal"] = e.disk_cache().host_refusal();
+    d["shared_refusal"] = e.disk_cache().shared_refusal();
+    d["signing"] = e.disk_cache().signing();
     return d;
   });
   m.def("_read_cache_entry", &cache_entry_header);
+  m.def("_cache_entry_trust", &cache_entry_trust);
+  m.def("_cache_dir_problem", &torch_pjrt::engine::untrusted_dir_reason);
+  m.def("_cache_key", &cache_key_status);
   m.def("_program_keys", [] { return engine_or_raise().program_keys(); });
   m.def("_reset_metrics", [] { engine_or_raise().reset_metrics(); });
   m.def("_forget_shapes", [] { engine_or_raise().forget_shapes(); });

@@ -33,6 +33,9 @@ def doctor() -> int:
     y = (x.to("tpu") * 2 + 1).sum(dim=1).cpu()
     ok = torch.equal(y, (x * 2 + 1).sum(dim=1))
     print(f"  smoke    : {'ok' if ok else 'MISMATCH'} ({y.tolist()})")
+    tiers = (("host", compile_cache.host_root()), ("shared", compile_cache.shared_root()))
+    for label, root in tiers:
+        print(f"  cache    : {compile_cache.tier_line(label, root) if root else f'{label} tier: off'}")
     return 0 if ok else 1
 
 

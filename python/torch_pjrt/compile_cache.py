@@ -9,6 +9,12 @@ an entry's header through the engine's own reader (``read_entry_info``, bound as
   with a ``FINGERPRINT`` file;
 - each compiled program is one ``<key hash>.tpc`` file (format in ``disk_cache.h``);
 - ``stats.jsonl`` in the root has one line per process that used the tier: its hits, misses and compile seconds.
+
+Trust follows the engine's rules, through its own checks (``_C._cache_dir_problem``, ``_C._cache_entry_trust``): the
+host tier is private (a root that is a link, another user's, or writable by group or others is refused), an entry is
+trusted by its owner and mode, and with ``TORCH_PJRT_CACHE_KEY`` (or ``TORCH_PJRT_CACHE_KEY_FILE``) a shared entry by
+its HMAC-SHA256 signature. Files are opened without following symbolic links, and written by a new temporary file
+renamed within its directory.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import re
-import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -59,24 +66,75 @@ def read_header(path: str) -> dict | None:
 
 
 def entries(subdir: str) -> list[dict]:
+    """The entry files of a fingerprint subdirectory (regular files only: a link is not an entry)."""
     out = []
     for name in sorted(os.listdir(subdir)):
         if not name.endswith(".tpc"):
             continue
         path = os.path.join(subdir, name)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except OSError:
             continue
-        out.append({"path": path, "hash": name[:-4], "bytes": st.st_size, "mtime": st.st_mtime, "atime": st.st_atime})
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        out.append(
+            {
+                "path": path,
+                "hash": name[:-4],
+                "bytes": st.st_size,
+                "mtime": st.st_mtime,
+                "atime": st.st_atime,
+                "uid": st.st_uid,
+                "mode": st.st_mode,
+            }
+        )
     return out
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def tier_trust(label: str, root: str) -> str:
+    """How the engine treats tier ``root`` (``label`` "host" or "shared"): "trusted", "signed ...", "trusted as its
+    file owners are ..." or "refused: why", by the engine's own checks."""
+    if not os.path.lexists(root):
+        return "not made yet (made private, 0700, on first use)" if label == "host" else "not made yet"
+    problem = _C._cache_dir_problem(root, label != "shared")
+    if problem:
+        return f"refused: {problem}"
+    if label != "shared":
+        return "trusted (private: yours, not writable by group or others)"
+    key = _C._cache_key()
+    if key["problem"]:
+        return f"refused: {key['problem']}"
+    if key["set"]:
+        return f"signed: only entries whose HMAC verifies with {key['source']} are loaded"
+    return (
+        "trusted as its file owners are (no TORCH_PJRT_CACHE_KEY): only your own entries are loaded; "
+        "set a key to share entries between users"
+    )
+
+
+def tier_line(label: str, root: str) -> str:
+    """``label tier: root  owner ..., mode ...: trust`` (``cache info`` and ``doctor``)."""
+    try:
+        st = os.lstat(root)
+        who = f"owner {_owner(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}"
+    except OSError:
+        who = "absent"
+    return f"{label} tier: {root}  {who}: {tier_trust(label, root)}"
 
 
 def record_run(metrics: dict) -> None:
     """Appends this process's cache counters to the host root's ``stats.jsonl`` (one short O_APPEND write)."""
     root = host_root()
     disk = metrics.get("persistent_cache", {})
-    if not root or not disk.get("enabled") or not os.path.isdir(root):
+    if not root or not disk.get("enabled") or _C._cache_dir_problem(root, True):
         return
     line = {
         "time": time.time(),
@@ -84,10 +142,12 @@ def record_run(metrics: dict) -> None:
         "compiles": metrics["compiles"],
         "compile_seconds": round(metrics["compile_seconds"], 4),
     }
-    for k in ("host_hits", "shared_hits", "misses", "load_seconds", "bytes_read", "bytes_written", "corrupt_dropped"):
+    counters = ("host_hits", "shared_hits", "misses", "load_seconds", "bytes_read", "bytes_written", "corrupt_dropped")
+    for k in (*counters, "refused_untrusted", "bad_signature"):
         line[k] = disk[k]
     try:
-        fd = os.open(os.path.join(root, "stats.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        fd = os.open(os.path.join(root, "stats.jsonl"), flags, 0o600)
         try:
             os.write(fd, (json.dumps(line) + "\n").encode())
         finally:
@@ -126,13 +186,15 @@ def _tiers(args) -> list[tuple[str, str]]:
 
 
 def cmd_info(args) -> int:
+    me = os.geteuid()
     for label, root in _tiers(args):
-        print(f"{label} tier: {root}")
+        print(tier_line(label, root))
         subs = fingerprint_dirs(root)
         if not subs:
             print("  (empty)")
         for sub in subs:
             es = entries(sub)
+            foreign = sum(1 for e in es if e["uid"] != me or e["mode"] & 0o022)
             fp = ""
             try:
                 with open(os.path.join(sub, "FINGERPRINT")) as f:
@@ -140,6 +202,10 @@ def cmd_info(args) -> int:
             except OSError:
                 pass
             print(f"  {os.path.basename(sub)}: {len(es)} entries, {_human(sum(e['bytes'] for e in es))}  ({fp})")
+            if foreign:
+                print(
+                    f"    {foreign} of them another user's or writable by others (loaded only if signed, shared tier)"
+                )
         runs = []
         try:
             with open(os.path.join(root, "stats.jsonl")) as f:
@@ -242,27 +308,69 @@ def cmd_clear(args) -> int:
     return 0
 
 
-def copy_tier(src: str, dst: str) -> int:
+def _read_nofollow(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def write_atomically(directory: str, name: str, data: bytes, mode: int) -> None:
+    """Writes ``directory/name`` as the engine does: a new temporary file there (``O_EXCL | O_NOFOLLOW``: never a
+    planted link), fsynced, then renamed within the directory."""
+    tmp = os.path.join(directory, f".{name}.tmp.{os.getpid()}.{time.monotonic_ns()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        os.write(fd, data)
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, os.path.join(directory, name))
+
+
+def entry_refusal(path: str) -> str | None:
+    """Why the engine would not load the entry at ``path`` from a shared tier under this environment's key (or, with
+    none, as this user), or None: with a key its signature must verify; without one it must be this user's own."""
+    trust = _C._cache_entry_trust(path)
+    if trust["signature"] != "no key":
+        return None if trust["signature"] == "valid" else f"signature {trust['signature']}"
+    return trust["owner_problem"] or None
+
+
+def copy_tier(src: str, dst: str, private: bool = False, verify: bool = False) -> tuple[int, int]:
     """Copies the well-formed entries of tier root ``src`` into tier root ``dst`` (each by a temporary file and a
-    rename, as the engine writes); returns how many were copied. Entries already in ``dst`` are kept."""
-    copied = 0
+    rename, as the engine writes); ``private``: as the host tier (directories 0700, files 0600). ``verify``: only
+    entries the engine would load from a shared tier (see ``entry_refusal``). Returns (copied, refused). Entries
+    already in ``dst`` are kept."""
+    copied = refused = 0
+    dir_mode, file_mode = (0o700, 0o600) if private else (0o755, 0o644)
     for sub in fingerprint_dirs(src):
         target = os.path.join(dst, os.path.basename(sub))
-        os.makedirs(target, exist_ok=True)
+        os.makedirs(target, mode=dir_mode, exist_ok=True)
         fp = os.path.join(sub, "FINGERPRINT")
-        if os.path.exists(fp) and not os.path.exists(os.path.join(target, "FINGERPRINT")):
-            shutil.copyfile(fp, os.path.join(target, "FINGERPRINT"))
+        if not os.path.lexists(os.path.join(target, "FINGERPRINT")):
+            try:
+                write_atomically(target, "FINGERPRINT", _read_nofollow(fp), file_mode)
+            except OSError:
+                pass  # missing, or a link: the engine writes its own
         for e in entries(sub):
             out = os.path.join(target, os.path.basename(e["path"]))
-            if os.path.exists(out) or read_header(e["path"]) is None:
+            if os.path.lexists(out) or read_header(e["path"]) is None:
                 continue
-            tmp = os.path.join(target, f".{e['hash']}.tmp.{os.getpid()}.copy")
-            shutil.copyfile(e["path"], tmp)
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, out)
+            if verify and (why := entry_refusal(e["path"])):
+                refused += 1
+                if refused == 1:
+                    print(f"refused {e['path']}: {why} (further refusals are counted)", file=sys.stderr)
+                continue
+            write_atomically(target, os.path.basename(e["path"]), _read_nofollow(e["path"]), file_mode)
             copied += 1
-    return copied
+    return copied, refused
 
 
 def _copy_with_host(args, exporting: bool) -> int:
@@ -272,7 +380,20 @@ def _copy_with_host(args, exporting: bool) -> int:
         print(f"{verb}: the host tier is off (TORCH_PJRT_CACHE_DIR)", file=sys.stderr)
         return 1
     src, dst = (root, args.dir) if exporting else (args.dir, root)
-    print(f"{verb}ed {copy_tier(src, dst)} entries from {src} to {dst}")
+    if not exporting:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        if problem := _C._cache_dir_problem(root, True):
+            print(f"import: the host tier {root} is refused: {problem}", file=sys.stderr)
+            return 1
+    copied, refused = copy_tier(src, dst, private=not exporting, verify=not exporting)
+    print(f"{verb}ed {copied} entries from {src} to {dst}")
+    if refused:
+        key = _C._cache_key()
+        rule = (
+            f"whose HMAC verifies with {key['source']}" if key["set"] else "of your own (or set TORCH_PJRT_CACHE_KEY)"
+        )
+        print(f"{verb}: refused {refused} entries: only entries {rule} are imported", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -287,9 +408,11 @@ def cmd_import(args) -> int:
 def cmd_warm(args) -> int:
     """Runs a script with ``--out`` as its host tier (and the usual host tier as its shared one, so what this host
     has already compiled is copied rather than compiled again): ``--out`` then holds every program the script
-    compiled, for another host to copy, import or mount as its shared tier."""
+    compiled, for another host to copy, import or mount as its shared tier. With ``TORCH_PJRT_CACHE_KEY`` set the
+    script's engine signs every entry it writes, so the bundle is signed; entries of the usual host tier that were
+    written without that key are then not trusted as a shared tier, and are compiled again."""
     out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(out, mode=0o700, exist_ok=True)  # the script's host tier: private, or the engine refuses it
     env = dict(os.environ, TORCH_PJRT_CACHE_DIR=out)
     host = host_root()
     if host and os.path.abspath(host) != out:
@@ -301,14 +424,16 @@ def cmd_warm(args) -> int:
         print(f"warm: {args.script} exited with {rc}", file=sys.stderr)
         return rc
     n = sum(len(entries(sub)) for sub in fingerprint_dirs(out))
-    print(f"warm: {out} holds {n} programs; use it as TORCH_PJRT_SHARED_CACHE_DIR or `cache import` it")
+    key = _C._cache_key()
+    signed = f", signed with {key['source']}" if key["set"] else " (unsigned: set TORCH_PJRT_CACHE_KEY to share it)"
+    print(f"warm: {out} holds {n} programs{signed}; use it as TORCH_PJRT_SHARED_CACHE_DIR or `cache import` it")
     return 0
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("cache", help="inspect and manage the persistent compile cache")
     c = p.add_subparsers(dest="cache_command", required=True)
-    info = c.add_parser("info", help="location, entries, bytes, and hit rates of the last runs")
+    info = c.add_parser("info", help="location, owner, mode and trust, entries, bytes, and hit rates of the last runs")
     info.add_argument("--dir", help="a tier root (default: the host and shared tiers)")
     info.add_argument("--runs", type=int, default=20, help="how many recent runs to summarise")
     ls = c.add_parser("ls", help="list entries with size, age and op summary")
@@ -325,7 +450,9 @@ def add_parser(sub) -> None:
     w.add_argument("script_args", nargs=argparse.REMAINDER)
     ex = c.add_parser("export", help="copy the host tier into DIR")
     ex.add_argument("dir")
-    im = c.add_parser("import", help="copy the entries of DIR into the host tier")
+    im = c.add_parser(
+        "import", help="copy the entries of DIR into the host tier: signed ones that verify with a key, else yours"
+    )
     im.add_argument("dir")
 
 
