@@ -408,6 +408,34 @@ TEST(Engine, ADonatingProgramRunsAsynchronously) {
   EXPECT_GT(e.metrics().donations, donations);
 }
 
+// What tpu_dist does on the CPU plugin: a collective reads and writes a
+// storage's buffer in place, and the next program reads what it wrote. While
+// the loan is held, an in-place op does not take the buffer by donation.
+TEST(Engine, LentHostMemoryIsTheSlotsDataInPlace) {
+  auto& e = eng();
+  const int64_t n = 8;
+  Slot x(0, n * 4), y(0, n * 4);
+  std::vector<float> hx(n, 1.0f), hy(n, 2.0f);
+  e.upload(x, hx.data(), DType::F32);
+  e.upload(y, hy.data(), DType::F32);
+  e.run(add_(x, y, 1, n));  // x = 3, still in flight: lending waits for it
+  runtime::BufferPtr keep;
+  auto* memory = static_cast<float*>(e.lend_host_memory(x, DType::F32, &keep));
+  ASSERT_NE(memory, nullptr);
+  EXPECT_EQ(memory[0], 3.0f);
+  for (int64_t i = 0; i < n; ++i) memory[i] = static_cast<float>(i);  // the collective's result
+  const int64_t donations = e.metrics().donations;
+  e.run(add_(x, y, 1, n));  // x = i + 2, with the loan held
+  e.sync();
+  EXPECT_EQ(e.metrics().donations, donations);
+  EXPECT_EQ(memory[1], 1.0f);  // the lent buffer is not the result's
+  keep.reset();
+  auto got = download(x);
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[i], static_cast<float>(i) + 2.0f) << i;
+  runtime::BufferPtr shared = x.state().buffer;  // another holder: nothing is lent
+  EXPECT_EQ(e.lend_host_memory(x, DType::F32, &keep), nullptr);
+}
+
 TEST(Engine, RuntimeChecksRaiseAtTheSyncInStrictModeAndAtTheOpInDebug) {
   auto& e = eng();
   Slot x(0, 16), idx(0, 8);
