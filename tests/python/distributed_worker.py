@@ -358,6 +358,22 @@ def scenario_init_forms():
     check("init_device_mesh", mesh)
 
 
+def scenario_many_ranks():
+    """8 ranks on one host, each on tpu:LOCAL_RANK (a CPU-plugin process offers LOCAL_WORLD_SIZE devices)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    def run():
+        init()
+        mesh = init_device_mesh("tpu", (WORLD,))
+        x = torch.full((3,), float(RANK), device=TPU)
+        dist.all_reduce(x, group=mesh.get_group())
+        assert torch.tpu.device_count() >= WORLD and TPU.index == RANK, (torch.tpu.device_count(), TPU)
+        assert x.device == TPU and x.cpu().tolist() == [float(sum(range(WORLD)))] * 3
+        dist.destroy_process_group()
+
+    check("many_ranks", run)
+
+
 def scenario_killed_rank():
     init(seconds=8)
     x = torch.ones(2, device=TPU)

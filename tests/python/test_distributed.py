@@ -23,6 +23,10 @@ def test_init_process_group_with_no_backend_tpu_dist_or_a_mixed_string_and_init_
     _assert_all_ok(run_ranks("init_forms"), expect_checks=4)
 
 
+def test_eight_ranks_on_one_host_each_on_its_own_device():
+    _assert_all_ok(run_ranks("many_ranks", world_size=8))
+
+
 def test_a_killed_rank_makes_the_survivor_raise_within_the_timeout():
     ranks = run_ranks("killed_rank", timeout=120)
     assert ranks[0].results.get("survivor_raised") == "ok", explain(ranks)
