@@ -450,7 +450,7 @@ def _same_on_every_rank(params):
 def _train_ddp(variant, checkpoint_dir=None):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    model = DDP(_mlp().to(TPU))
+    model = DDP(_mlp().to(TPU), gradient_as_bucket_view=variant == "bucket_view")
     if variant == "comm_hook":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
@@ -484,7 +484,7 @@ def scenario_ddp():
     torch_pjrt.set_eager_mode(MODE)
     init()
     want_losses, want_params = _reference()
-    for variant in ("plain", "no_sync", "comm_hook"):
+    for variant in ("plain", "no_sync", "comm_hook", "bucket_view"):
 
         def run(variant=variant):
             losses, params = _train_ddp(variant)

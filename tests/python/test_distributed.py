@@ -34,7 +34,7 @@ def test_a_killed_rank_makes_the_survivor_raise_within_the_timeout():
 
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_ddp_on_two_ranks_matches_one_process_on_the_whole_batch(mode):
-    _assert_all_ok(run_ranks("ddp", env={"DIST_TEST_MODE": mode}), expect_checks=3)
+    _assert_all_ok(run_ranks("ddp", env={"DIST_TEST_MODE": mode}), expect_checks=4)
 
 
 def test_mpmd_rank_divergent_code_a_rank0_checkpoint_in_ddp_and_a_send_recv_pipeline_in_fused_mode():
