@@ -249,6 +249,13 @@ def set_autocast_dtype(dtype: torch.dtype) -> None:
     torch.set_autocast_dtype("tpu", dtype)
 
 
+# Google TorchTPU's names for the same (its users call them).
+_is_autocast_enabled = is_autocast_enabled
+_set_autocast_enabled = set_autocast_enabled
+_get_autocast_dtype = get_autocast_dtype
+_set_autocast_dtype = set_autocast_dtype
+
+
 def _is_in_bad_fork() -> bool:
     return False
 

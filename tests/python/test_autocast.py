@@ -33,6 +33,21 @@ def test_default_dtype_is_bfloat16_and_helpers():
     assert not torch.tpu.is_autocast_enabled()
 
 
+def test_torch_tpu_private_autocast_names_of_google_torchtpu():
+    assert torch.tpu._get_autocast_dtype() == torch.get_autocast_dtype("tpu")
+    torch.tpu._set_autocast_dtype(torch.float16)
+    try:
+        with torch.autocast("tpu"):
+            assert torch.tpu._is_autocast_enabled()
+            assert (torch.ones(2, 2, device="tpu") @ torch.ones(2, 2, device="tpu")).dtype == torch.float16
+        torch.tpu._set_autocast_enabled(True)
+        assert torch.is_autocast_enabled("tpu")
+    finally:
+        torch.tpu._set_autocast_enabled(False)
+        torch.tpu._set_autocast_dtype(torch.bfloat16)
+    assert not torch.tpu._is_autocast_enabled()
+
+
 def test_matmul_linear_conv_run_in_bfloat16():
     a, b = torch.randn(32, 48), torch.randn(48, 16)
     w, bias = torch.randn(8, 48), torch.randn(8)
