@@ -11,8 +11,8 @@
 # TITAN_ATOL + TITAN_RTOL*|loss| (default 1e-5 each), or if any op ran on the CPU (the runs set
 # TORCH_PJRT_FALLBACK=error, and torch_pjrt.metrics()["fallback_ops"] is checked on every rank).
 #
-# TorchTitan goes into its own venv, TITAN_VENV (default ~/.cache/torch_pjrt/titan-venv), made
-# with --system-site-packages on top of the python that has torch and torch_pjrt (PYTHON, default
+# TorchTitan goes into its own venv, TITAN_VENV (default ~/.cache/torch_pjrt-titan-venv, beside the
+# compile cache, not inside it), made with --system-site-packages on top of the python that has torch and torch_pjrt (PYTHON, default
 # python3); the install pins torch to the installed version in the same pip command, so pip never
 # changes it, and the script checks `pip show torch` after. The venv takes about 1.4 GB (pyarrow,
 # triton, tensorboard); it is not part of scripts/install.sh.
@@ -23,7 +23,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python3}
-VENV=${TITAN_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/torch_pjrt/titan-venv}
+VENV=${TITAN_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/torch_pjrt-titan-venv}
 WD=${1:-$(mktemp -d /tmp/torchtitan-tpu.XXXXXX)}
 STEPS=${TITAN_STEPS:-10}
 SEQ_LEN=${TITAN_SEQ_LEN:-128}
