@@ -12,8 +12,8 @@
 # TORCH_PJRT_FALLBACK=error, and torch_pjrt.metrics()["fallback_ops"] is checked on every rank).
 #
 # TorchTitan goes into its own venv, TITAN_VENV (default ~/.cache/torch_pjrt-titan-venv, beside the
-# compile cache, not inside it), made with --system-site-packages on top of the python that has torch and torch_pjrt (PYTHON, default
-# python3); the install pins torch to the installed version in the same pip command, so pip never
+# compile cache, not inside it), made with --system-site-packages on top of the python that has
+# torch and torch_pjrt (PYTHON, default python3); the install pins torch to the installed version in the same pip command, so pip never
 # changes it, and the script checks `pip show torch` after. The venv takes about 1.4 GB (pyarrow,
 # triton, tensorboard); it is not part of scripts/install.sh.
 #
