@@ -2,7 +2,7 @@
 Qwen2 and T5 (random weights, no download) forward, backward and greedy generate(); generate() greedy on a left-padded
 batch, beam search, sampling with a seed, and the static cache (which transformers compiles with backend "tpu"); tied
 embeddings; from_pretrained of a saved directory with device_map="tpu" and "auto"; Trainer in float32 and with
-bf16=True, which finds tpu by itself through torch.accelerator (accelerate >= 1.16; older releases need
+bf16=True, which finds tpu by itself through torch.accelerator (accelerate 1.16; older releases such as 1.10 need
 ``ACCELERATE_TORCH_DEVICE=tpu``, which these tests then set); generate() of a model whose forward is compiled with
 torch.compile(backend="tpu"); examples/hf_llama_tiny.py.
 """
@@ -156,11 +156,12 @@ def test_from_pretrained_with_device_map(saved_llama, device_map):
     """from_pretrained of a saved directory onto tpu: every parameter lands there, the tied lm_head stays the
     embedding's tensor, and the outputs are the CPU model's. "auto" asks accelerate how much memory each device has
     (torch.accelerator.get_memory_info, torch.tpu.get_device_properties); without an answer it would map everything to
-    the CPU."""
+    the CPU. transformers 5 always builds the model on the meta device and ignores low_cpu_mem_usage (passed as users
+    do)."""
     path, cpu = saved_llama
     if device_map == "auto":
         if not accelerate_finds_tpu():
-            pytest.skip("accelerate before 1.16 sizes only CUDA-like devices and maps everything to the CPU")
+            pytest.skip("this accelerate (1.10 or so) sizes only the devices it names and maps the model to the CPU")
         from transformers.integrations.accelerate import get_max_memory
 
         budget = get_max_memory()
