@@ -1,9 +1,10 @@
 """A tiny Llama built from a config (random weights, no download) trained with Hugging Face's Trainer on tpu, then
 asked to generate text.
 
-The text is a few sentences with a character vocabulary, so no tokenizer is downloaded either. Trainer runs on tpu when
-accelerate is told the device: ``ACCELERATE_TORCH_DEVICE=tpu`` (this script sets it unless it is set; ``--device cpu``
-trains on the CPU instead, with ``use_cpu=True``).
+The text is a few sentences with a character vocabulary, so no tokenizer is downloaded either. Trainer runs on tpu by
+itself: accelerate 1.16 asks ``torch.accelerator`` for the device, which is tpu once torch_pjrt is installed. Older
+accelerate releases (such as 1.10) pick the CPU unless told the device: run them with ``ACCELERATE_TORCH_DEVICE=tpu``.
+``--device cpu`` trains on the CPU instead, with ``use_cpu=True``.
 
     python examples/hf_llama_tiny.py --steps 60
 
@@ -15,7 +16,6 @@ compiles nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 
 TEXT = (
@@ -32,8 +32,6 @@ def main() -> None:
     p.add_argument("--prompt", default="the quick ")
     p.add_argument("--new-tokens", type=int, default=40)
     args = p.parse_args()
-    if args.device == "tpu":
-        os.environ.setdefault("ACCELERATE_TORCH_DEVICE", "tpu")
 
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, Trainer, TrainingArguments

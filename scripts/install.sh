@@ -18,5 +18,5 @@ fi
 
 # torch is pinned: an unpinned torch would pull a multi-GB CUDA build.
 python3 -m pip install -q torch==2.13.0 xla-cpu-pjrt==0.0.1 ninja pybind11 numpy pytest pytest-xdist expecttest ruff \
-  transformers==4.57.1 accelerate==1.10.1
+  transformers==5.25.0 accelerate==1.16.0
 MAX_JOBS="${MAX_JOBS:-2}" python3 -m pip install -q --no-build-isolation -e .
