@@ -22,8 +22,7 @@ TAG = "loss_metrics/global_avg_loss"
 def losses(out_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    files = sorted(glob.glob(os.path.join(out_dir, "tb", "**", "events.out.tfevents.*"),
-                             recursive=True))
+    files = sorted(glob.glob(os.path.join(out_dir, "tb", "**", "events.out.tfevents.*"), recursive=True))
     if not files:
         sys.exit(f"no TensorBoard events under {out_dir}/tb")
     by_step = {}
@@ -54,24 +53,26 @@ def main():
         y = l2[i] if i < len(l2) else float("nan")
         print(f"{i + 1:>4}  {x:17.7f}  {y:18.7f}  {abs(x - y):9.2e}")
     maxdiff = max((abs(x - y) for x, y in zip(l1, l2)), default=float("nan"))
-    print(f"ln({a.vocab}) = {math.log(a.vocab):.4f}; max |diff| = {maxdiff:.2e} "
-          f"(tolerance {a.atol:g} + {a.rtol:g}*|loss|)")
+    print(
+        f"ln({a.vocab}) = {math.log(a.vocab):.4f}; max |diff| = {maxdiff:.2e} "
+        f"(tolerance {a.atol:g} + {a.rtol:g}*|loss|)"
+    )
 
     def fail(msg):
         nonlocal ok
         ok = False
         print("FAIL:", msg)
 
-    for name, l in (("1-rank", l1), ("2-rank", l2)):
-        if len(l) != a.steps:
-            fail(f"{name}: {len(l)} steps logged, expected {a.steps}")
+    for name, series in (("1-rank", l1), ("2-rank", l2)):
+        if len(series) != a.steps:
+            fail(f"{name}: {len(series)} steps logged, expected {a.steps}")
             continue
-        if not all(math.isfinite(v) for v in l):
+        if not all(math.isfinite(v) for v in series):
             fail(f"{name}: a loss is not finite")
             continue
-        if abs(l[0] - math.log(a.vocab)) > 1.0:
-            fail(f"{name}: first loss {l[0]:.4f} is not about ln({a.vocab})")
-        if not (sum(l[-3:]) < sum(l[:3]) and l[-1] < l[0]):
+        if abs(series[0] - math.log(a.vocab)) > 1.0:
+            fail(f"{name}: first loss {series[0]:.4f} is not about ln({a.vocab})")
+        if not (sum(series[-3:]) < sum(series[:3]) and series[-1] < series[0]):
             fail(f"{name}: loss does not fall")
     for i, (x, y) in enumerate(zip(l1, l2)):
         if not abs(x - y) <= a.atol + a.rtol * abs(x):
@@ -83,9 +84,11 @@ def main():
             fail(f"{run}: no torch_pjrt metrics written")
         for r in reps:
             m = json.load(open(r))
-            print(f"{run}/{os.path.basename(r)}: device {m['device_type']}, "
-                  f"{m['op_calls']} op calls ({m['distinct_ops']} ops), "
-                  f"{m['compiles']} compiles, fallback_ops {m['fallback_ops'] or 'none'}")
+            print(
+                f"{run}/{os.path.basename(r)}: device {m['device_type']}, "
+                f"{m['op_calls']} op calls ({m['distinct_ops']} ops), "
+                f"{m['compiles']} compiles, fallback_ops {m['fallback_ops'] or 'none'}"
+            )
             if m["device_type"] != "tpu":
                 fail(f"{r}: TorchTitan picked {m['device_type']}, not tpu")
             if m["fallback_ops"]:

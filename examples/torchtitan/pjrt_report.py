@@ -10,6 +10,7 @@ import json
 import os
 
 import torch
+
 import torch_pjrt
 
 
@@ -25,8 +26,7 @@ def _write():
         "distinct_ops": len(m.get("op_calls", {})),
         "compiles": m.get("compiles"),
         "compile_seconds": m.get("compile_seconds"),
-        "persistent_cache": {k: m.get("persistent_cache", {}).get(k)
-                             for k in ("host_hits", "misses")},
+        "persistent_cache": {k: m.get("persistent_cache", {}).get(k) for k in ("host_hits", "misses")},
     }
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, f"pjrt_rank{os.environ.get('RANK', '0')}.json"), "w") as f:

@@ -200,17 +200,16 @@ def main():
     order = []
     for k in range(n_docs // a.batch):
         for s in shards:
-            order += s[k * local:(k + 1) * local]
+            order += s[k * local : (k + 1) * local]
     assert sorted(order) == list(range(n_docs))
     write_jsonl(os.path.join(wd, "data_1rank"), [docs[i] for i in order])
 
-    common = dict(tok=os.path.join(wd, "tokenizer"), seq_len=a.seq_len, steps=a.steps,
-                  seed=os.path.join(wd, "seed_ckpt"))
+    common = dict(
+        tok=os.path.join(wd, "tokenizer"), seq_len=a.seq_len, steps=a.steps, seed=os.path.join(wd, "seed_ckpt")
+    )
     with open(os.path.join(wd, "debug_model.toml"), "w") as f:
-        f.write(TOML.format(out=os.path.join(wd, "out"), batch=a.batch,
-                            data=os.path.join(wd, "data_1rank"), **common))
-    print(f"wrote tokenizer, {n_docs} documents of {a.seq_len + 1} tokens and "
-          f"debug_model.toml under {wd}")
+        f.write(TOML.format(out=os.path.join(wd, "out"), batch=a.batch, data=os.path.join(wd, "data_1rank"), **common))
+    print(f"wrote tokenizer, {n_docs} documents of {a.seq_len + 1} tokens and debug_model.toml under {wd}")
 
 
 if __name__ == "__main__":
